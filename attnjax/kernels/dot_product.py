@@ -1,0 +1,119 @@
+"""Scaled dot-product attention (Vaswani et al. 2017, "Attention Is All You Need", eq. 1).
+
+    Attention(Q, K, V) = softmax(Q Kᵀ · scale + bias, masked) V,    scale = 1/sqrt(H) by default.
+
+Two implementations of the same function:
+
+* ``"xla"``: the textbook form; materialises the ``[B, N, T, S]`` logits. Fastest at short lengths.
+* ``"blockwise"``: exact attention block by block with an online softmax, forward and backward (FlashAttention-2,
+  Dao 2023) in O(T·H + block²) memory; see :mod:`attnjax.kernels.blockwise`.
+
+Both share the conventions here: softmax in float32 whatever the input dtype; boolean masks, True = attend; a query
+row whose keys are all masked yields zeros (never NaN) in output, weights and gradients; dropout on the attention
+weights drawn from a counter-based hash of the (b, n, t, s) index, so that both implementations drop exactly the same
+entries and a block can regenerate its own dropout mask in the backward pass without storing it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+from attnjax.kernels import blockwise
+from attnjax.kernels._common import MASK_VALUE, as_logits_shape, check_qkv, dropout_seeds, full_dropout_keep
+
+IMPLEMENTATIONS = ("xla", "blockwise")
+
+
+# ------------------------------------------------------------------------------------------------------ xla path
+
+
+def xla_attention(query, key, value, *, mask, bias, is_causal, scale, dropout_rate, dropout_rng,
+                  rel_key=None, rel_value=None):
+  """Materialised attention; returns ``(out [B,T,N,Hv], weights [B,N,T,S] float32)``.
+
+  ``rel_key``/``rel_value`` (``[T, S, H]`` or ``[B, T, S, H]``) add the relative-position terms of Shaw et al. 2018:
+  e_ts = q_t·(k_s + a^K_ts)·scale and z_t = Σ_s α_ts (v_s + a^V_ts). They are inputs here so that the relative
+  kernel in :mod:`attnjax.kernels.positions` shares this one masking/softmax/dropout path.
+  """
+  b, t, s, n, _ = check_qkv(query, key, value)
+  logits = jnp.einsum("btnh,bsnh->bnts", query, key, preferred_element_type=jnp.float32)
+  if rel_key is not None:
+    spec = "btnh,tsh->bnts" if rel_key.ndim == 3 else "btnh,btsh->bnts"
+    logits = logits + jnp.einsum(spec, query, rel_key, preferred_element_type=jnp.float32)
+  logits = logits * jnp.float32(scale)
+  if bias is not None:
+    logits = logits + bias.astype(jnp.float32)
+  if is_causal:
+    causal = jnp.tril(jnp.ones((t, s), dtype=bool))
+    mask = causal if mask is None else jnp.logical_and(mask, causal)
+  if mask is not None:
+    logits = jnp.where(mask, logits, MASK_VALUE)
+  weights = jax.nn.softmax(logits, axis=-1)
+  if mask is not None:
+    # A fully masked row has a uniform softmax over MASK_VALUE; zeroing by the mask turns it into exact zeros and
+    # stops the gradient there too.
+    weights = jnp.where(mask, weights, 0.0)
+  probs = weights
+  if dropout_rate > 0.0:
+    keep = full_dropout_keep(dropout_seeds(dropout_rng), dropout_rate, (b, n, t, s))
+    probs = jnp.where(keep, weights / (1.0 - dropout_rate), 0.0)
+  out = jnp.einsum("bnts,bsnh->btnh", probs.astype(value.dtype), value)
+  if rel_value is not None:
+    spec = "bnts,tsh->btnh" if rel_value.ndim == 3 else "bnts,btsh->btnh"
+    out = out + jnp.einsum(spec, probs.astype(rel_value.dtype), rel_value)
+  return out.astype(query.dtype), weights
+
+
+# ------------------------------------------------------------------------------------------------ public function
+
+
+def scaled_dot_product_attention(query, key, value, *, mask=None, bias=None, is_causal=False, scale=None,
+                                 dropout_rate=0.0, dropout_rng=None, return_weights=False, implementation="xla",
+                                 block_q=512, block_kv=512):
+  """Scaled dot-product attention, Vaswani et al. 2017 eq. (1): softmax(Q Kᵀ·scale + bias) V over the masked keys.
+
+  Args:
+    query: ``[B, T, N, H]``.
+    key: ``[B, S, N, H]``.
+    value: ``[B, S, N, Hv]`` (Hv = H in the Transformer).
+    mask: bool, broadcastable to ``[B, N, T, S]``, True = attend (see :mod:`attnjax.kernels.masks`).
+    bias: float, broadcastable to ``[B, N, T, S]``, added to the scaled logits (ALiBi, T5 relative bias, ...).
+    is_causal: also apply the lower-triangular mask ``s <= t`` (top-left aligned, as ``jax.nn.dot_product_attention``).
+    scale: logit scale; default ``1/sqrt(H)`` (the paper's remedy for dot products growing with H).
+    dropout_rate: attention dropout on the weights (inverted: kept weights are scaled by 1/(1-rate)).
+    dropout_rng: PRNG key, required when ``dropout_rate > 0``.
+    return_weights: also return the attention weights ``[B, N, T, S]`` (float32, before dropout).
+    implementation: ``"xla"`` or ``"blockwise"`` (O(T·H + block²) memory, exact; no ``return_weights``).
+    block_q, block_kv: block sizes of ``"blockwise"`` (clipped to T and S).
+
+  Returns:
+    ``out [B, T, N, Hv]`` in the query dtype, or ``(out, weights)``. Softmax is computed in float32; a query row
+    whose keys are all masked gives zeros in output, weights and gradients.
+  """
+  b, t, s, n, h = check_qkv(query, key, value)
+  target = (b, n, t, s)
+  mask = as_logits_shape("mask", mask, target)
+  if mask is not None and mask.dtype != jnp.bool_:
+    raise ValueError(f"mask must be boolean (True = attend), got dtype {mask.dtype}")
+  bias = as_logits_shape("bias", bias, target)
+  scale = 1.0 / math.sqrt(h) if scale is None else float(scale)
+  if not 0.0 <= dropout_rate < 1.0:
+    raise ValueError(f"dropout_rate must be in [0, 1), got {dropout_rate}")
+  if dropout_rate > 0.0 and dropout_rng is None:
+    raise ValueError("dropout_rng is required when dropout_rate > 0")
+  if implementation == "xla":
+    out, weights = xla_attention(query, key, value, mask=mask, bias=bias, is_causal=is_causal, scale=scale,
+                                 dropout_rate=dropout_rate, dropout_rng=dropout_rng)
+    return (out, weights) if return_weights else out
+  if implementation == "blockwise":
+    if return_weights:
+      raise ValueError("return_weights=True needs the [B, N, T, S] weights, which implementation='blockwise' never "
+                       "materialises; use implementation='xla'")
+    seeds = dropout_seeds(dropout_rng) if dropout_rate > 0.0 else None
+    return blockwise.blockwise_attention(query, key, value, mask=mask, bias=bias, is_causal=is_causal, scale=scale,
+                                         dropout_rate=dropout_rate, dropout_seeds=seeds, block_q=block_q,
+                                         block_kv=block_kv)
+  raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, got {implementation!r}")
