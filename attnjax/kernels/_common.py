@@ -75,3 +75,8 @@ def full_dropout_keep(seeds, rate, shape):
   b, n, t, s = shape
   return dropout_keep(seeds, rate, n, t, jnp.arange(b)[:, None, None, None], jnp.arange(n)[None, :, None, None],
                       jnp.arange(t)[None, None, :, None], jnp.arange(s)[None, None, None, :])
+
+
+def softmax_dtype(dtype):
+  """float32 for half-precision inputs (bf16 logits lose the softmax's small weights), float64 for float64."""
+  return jnp.promote_types(dtype, jnp.float32)

@@ -25,8 +25,9 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from attnjax.kernels._common import MASK_VALUE, dropout_keep
+from attnjax.kernels._common import MASK_VALUE, dropout_keep, softmax_dtype
 
 
 def _pad_axis(x, axis: int, size: int, value):
@@ -50,7 +51,8 @@ def _block(x, i, j, bq: int, bk: int):
 class _Config:
   """Static (hashable) parameters of the kernel."""
 
-  def __init__(self, *, scale, is_causal, dropout_rate, block_q, block_kv, q_len, kv_len, batch, heads):
+  def __init__(self, *, scale, is_causal, dropout_rate, block_q, block_kv, q_len, kv_len, batch, heads, dtype):
+    self.acc = np.dtype(softmax_dtype(dtype)).type  # accumulation dtype, callable on Python scalars
     self.scale = scale
     self.is_causal = is_causal
     self.dropout_rate = dropout_rate
@@ -60,7 +62,7 @@ class _Config:
     self.kv_len = kv_len
     self.batch = batch
     self.heads = heads
-    self._key = (scale, is_causal, dropout_rate, block_q, block_kv, q_len, kv_len, batch, heads)
+    self._key = (scale, is_causal, dropout_rate, block_q, block_kv, q_len, kv_len, batch, heads, self.acc)
 
   def __hash__(self):
     return hash(self._key)
@@ -71,9 +73,9 @@ class _Config:
 
 def _scores_and_valid(cfg, qi, kj, mask, bias, i, j):
   """Scaled scores ``[B, N, bq, bk]`` (float32) of block (i, j) and where they may be attended."""
-  s = jnp.einsum("bnqh,bnkh->bnqk", qi, kj, preferred_element_type=jnp.float32) * jnp.float32(cfg.scale)
+  s = jnp.einsum("bnqh,bnkh->bnqk", qi, kj, preferred_element_type=cfg.acc) * cfg.acc(cfg.scale)
   if bias is not None:
-    s = s + _block(bias, i, j, cfg.bq, cfg.bk).astype(jnp.float32)
+    s = s + _block(bias, i, j, cfg.bq, cfg.bk).astype(cfg.acc)
   cols = j * cfg.bk + jnp.arange(cfg.bk)
   valid = (cols < cfg.kv_len)[None, None, None, :]  # keys padded up to a whole block
   if cfg.is_causal:
@@ -91,7 +93,7 @@ def _dropout_scale(cfg, seeds, i, j):
   t = (i * cfg.bq + jnp.arange(cfg.bq))[None, None, :, None]
   s = (j * cfg.bk + jnp.arange(cfg.bk))[None, None, None, :]
   keep = dropout_keep(seeds, cfg.dropout_rate, cfg.heads, cfg.q_len, b, n, t, s)
-  return jnp.where(keep, jnp.float32(1.0 / (1.0 - cfg.dropout_rate)), jnp.float32(0.0))
+  return jnp.where(keep, cfg.acc(1.0 / (1.0 - cfg.dropout_rate)), cfg.acc(0.0))
 
 
 def _kv_blocks_for(cfg, i, num_kv_blocks: int):
@@ -130,12 +132,12 @@ def _forward(cfg, q, k, v, mask, bias, seeds):
       if cfg.dropout_rate > 0.0:
         p = p * _dropout_scale(cfg, seeds, i, j)
       o = o * correction[..., None] + jnp.einsum("bnqk,bnkh->bnqh", p.astype(v.dtype), vj,
-                                                 preferred_element_type=jnp.float32)
+                                                 preferred_element_type=cfg.acc)
       return o, m_new, l
 
-    init = (jnp.zeros((bsz, heads, cfg.bq, hv), jnp.float32),
-            jnp.full((bsz, heads, cfg.bq), MASK_VALUE, jnp.float32),
-            jnp.zeros((bsz, heads, cfg.bq), jnp.float32))
+    init = (jnp.zeros((bsz, heads, cfg.bq, hv), cfg.acc),
+            jnp.full((bsz, heads, cfg.bq), MASK_VALUE, cfg.acc),
+            jnp.zeros((bsz, heads, cfg.bq), cfg.acc))
     o, m, l = jax.lax.fori_loop(0, _kv_blocks_for(cfg, i, nk), step, init)
     empty = l == 0.0  # no valid key in the whole row: output zeros, not 0/0
     l_safe = jnp.where(empty, 1.0, l)
@@ -156,9 +158,9 @@ def _reduce_to(x, shape):
 def _backward(cfg, res, d_out):
   q, k, v, mask, bias, seeds, out, lse = res
   nq, nk = q.shape[2] // cfg.bq, k.shape[2] // cfg.bk
-  d_out = d_out.astype(jnp.float32)
-  delta = jnp.sum(d_out * out.astype(jnp.float32), axis=-1)  # D = rowsum(dO ∘ O): [B, N, Tp]
-  scale = jnp.float32(cfg.scale)
+  d_out = d_out.astype(cfg.acc)
+  delta = jnp.sum(d_out * out.astype(cfg.acc), axis=-1)  # D = rowsum(dO ∘ O): [B, N, Tp]
+  scale = cfg.acc(cfg.scale)
 
   def one_key_block(j, carry):
     dq, dk, dv, dbias = carry
@@ -173,7 +175,7 @@ def _backward(cfg, res, d_out):
       delta_i = jax.lax.dynamic_slice_in_dim(delta, i * cfg.bq, cfg.bq, axis=2)
       s, valid = _scores_and_valid(cfg, qi, kj, mask, bias, i, j)
       p = jnp.where(valid, jnp.exp(s - lse_i[..., None]), 0.0)
-      dp = jnp.einsum("bnqh,bnkh->bnqk", doi, vj.astype(jnp.float32))
+      dp = jnp.einsum("bnqh,bnkh->bnqk", doi, vj.astype(cfg.acc))
       if cfg.dropout_rate > 0.0:
         z = _dropout_scale(cfg, seeds, i, j)
         dvj = dvj + jnp.einsum("bnqk,bnqh->bnkh", p * z, doi)
@@ -187,19 +189,19 @@ def _backward(cfg, res, d_out):
         dbias = jax.lax.dynamic_update_slice(dbias, jax.lax.dynamic_slice(dbias, start, g.shape) + g, start)
       ds = ds * scale
       dqi = jax.lax.dynamic_slice_in_dim(dq, i * cfg.bq, cfg.bq, axis=2)
-      dqi = dqi + jnp.einsum("bnqk,bnkh->bnqh", ds, kj, preferred_element_type=jnp.float32)
+      dqi = dqi + jnp.einsum("bnqk,bnkh->bnqh", ds, kj, preferred_element_type=cfg.acc)
       dq = jax.lax.dynamic_update_slice_in_dim(dq, dqi, i * cfg.bq, axis=2)
-      dkj = dkj + jnp.einsum("bnqk,bnqh->bnkh", ds, qi, preferred_element_type=jnp.float32)
+      dkj = dkj + jnp.einsum("bnqk,bnqh->bnkh", ds, qi, preferred_element_type=cfg.acc)
       return dkj, dvj, dq, dbias
 
-    init = (jnp.zeros(kj.shape, jnp.float32), jnp.zeros(vj.shape, jnp.float32), dq, dbias)
+    init = (jnp.zeros(kj.shape, cfg.acc), jnp.zeros(vj.shape, cfg.acc), dq, dbias)
     dkj, dvj, dq, dbias = jax.lax.fori_loop(_first_q_block_for(cfg, j), nq, step, init)
     dk = jax.lax.dynamic_update_slice_in_dim(dk, dkj, j * cfg.bk, axis=2)
     dv = jax.lax.dynamic_update_slice_in_dim(dv, dvj, j * cfg.bk, axis=2)
     return dq, dk, dv, dbias
 
-  init = (jnp.zeros(q.shape, jnp.float32), jnp.zeros(k.shape, jnp.float32), jnp.zeros(v.shape, jnp.float32),
-          None if bias is None else jnp.zeros(bias.shape, jnp.float32))
+  init = (jnp.zeros(q.shape, cfg.acc), jnp.zeros(k.shape, cfg.acc), jnp.zeros(v.shape, cfg.acc),
+          None if bias is None else jnp.zeros(bias.shape, cfg.acc))
   dq, dk, dv, dbias = jax.lax.fori_loop(0, nk, one_key_block, init)
   dbias = None if bias is None else dbias.astype(bias.dtype)
   return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None, dbias, None
@@ -232,7 +234,7 @@ def blockwise_attention(query, key, value, *, mask, bias, is_causal, scale, drop
   bq, bk = min(block_q, t), min(block_kv, s)
   tp, sp = -(-t // bq) * bq, -(-s // bk) * bk
   cfg = _Config(scale=scale, is_causal=bool(is_causal), dropout_rate=float(dropout_rate), block_q=bq, block_kv=bk,
-                q_len=t, kv_len=s, batch=bsz, heads=heads)
+                q_len=t, kv_len=s, batch=bsz, heads=heads, dtype=query.dtype)
   # [B, L, N, H] -> [B, N, L, H]: a block is then a contiguous slice of one axis.
   q = _pad_axis(jnp.swapaxes(query, 1, 2), 2, tp, 0)
   k = _pad_axis(jnp.swapaxes(key, 1, 2), 2, sp, 0)

@@ -22,7 +22,8 @@ import jax
 import jax.numpy as jnp
 
 from attnjax.kernels import blockwise
-from attnjax.kernels._common import MASK_VALUE, as_logits_shape, check_qkv, dropout_seeds, full_dropout_keep
+from attnjax.kernels._common import (MASK_VALUE, as_logits_shape, check_qkv, dropout_seeds, full_dropout_keep,
+                                     softmax_dtype)
 
 IMPLEMENTATIONS = ("xla", "blockwise")
 
@@ -39,13 +40,14 @@ def xla_attention(query, key, value, *, mask, bias, is_causal, scale, dropout_ra
   kernel in :mod:`attnjax.kernels.positions` shares this one masking/softmax/dropout path.
   """
   b, t, s, n, _ = check_qkv(query, key, value)
-  logits = jnp.einsum("btnh,bsnh->bnts", query, key, preferred_element_type=jnp.float32)
+  acc = softmax_dtype(query.dtype)
+  logits = jnp.einsum("btnh,bsnh->bnts", query, key, preferred_element_type=acc)
   if rel_key is not None:
     spec = "btnh,tsh->bnts" if rel_key.ndim == 3 else "btnh,btsh->bnts"
-    logits = logits + jnp.einsum(spec, query, rel_key, preferred_element_type=jnp.float32)
-  logits = logits * jnp.float32(scale)
+    logits = logits + jnp.einsum(spec, query, rel_key, preferred_element_type=acc)
+  logits = logits * jnp.asarray(scale, acc)
   if bias is not None:
-    logits = logits + bias.astype(jnp.float32)
+    logits = logits + bias.astype(acc)
   if is_causal:
     causal = jnp.tril(jnp.ones((t, s), dtype=bool))
     mask = causal if mask is None else jnp.logical_and(mask, causal)
