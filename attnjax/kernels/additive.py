@@ -27,57 +27,45 @@ __all__ = ["additive_scores", "additive_attention", "masked_softmax"]
 
 
 def _check_rank(x, rank: int, name: str, layout: str) -> None:
-    if x.ndim != rank:
-        raise ValueError(
-            f"{name} must have rank {rank} ({layout}), got shape {tuple(x.shape)}"
-        )
+  if x.ndim != rank:
+    raise ValueError(f"{name} must have rank {rank} ({layout}), got shape {tuple(x.shape)}")
 
 
 def _check_qkv(query, keys, values) -> None:
-    """Validate the [B,T,Dq] / [B,S,Dk] / [B,S,Dv] contract shared by kernels."""
-    _check_rank(query, 3, "query", "[B, T, Dq]")
-    _check_rank(keys, 3, "keys", "[B, S, Dk]")
-    _check_rank(values, 3, "values", "[B, S, Dv]")
-    if keys.shape[0] != query.shape[0]:
-        raise ValueError(
-            f"keys batch size {keys.shape[0]} != query batch size {query.shape[0]}"
-        )
-    if values.shape[0] != keys.shape[0]:
-        raise ValueError(
-            f"values batch size {values.shape[0]} != keys batch size {keys.shape[0]}"
-        )
-    if values.shape[1] != keys.shape[1]:
-        raise ValueError(
-            f"values length {values.shape[1]} != keys length {keys.shape[1]} "
-            "(values and keys must share the S axis)"
-        )
+  """Validate the [B,T,Dq] / [B,S,Dk] / [B,S,Dv] contract shared by kernels."""
+  _check_rank(query, 3, "query", "[B, T, Dq]")
+  _check_rank(keys, 3, "keys", "[B, S, Dk]")
+  _check_rank(values, 3, "values", "[B, S, Dv]")
+  if keys.shape[0] != query.shape[0]:
+    raise ValueError(f"keys batch size {keys.shape[0]} != query batch size {query.shape[0]}")
+  if values.shape[0] != keys.shape[0]:
+    raise ValueError(f"values batch size {values.shape[0]} != keys batch size {keys.shape[0]}")
+  if values.shape[1] != keys.shape[1]:
+    raise ValueError(f"values length {values.shape[1]} != keys length {keys.shape[1]} "
+                     "(values and keys must share the S axis)")
 
 
 def _broadcast_mask(mask, scores_shape) -> jax.Array:
-    """Bring ``mask`` to ``scores_shape`` ([B, T, S]); the one place masks are shaped."""
-    mask = jnp.asarray(mask)
-    if mask.dtype != jnp.bool_:
-        # Refuse 0/1 ints and float "additive" masks: their meaning is ambiguous
-        # (1 = keep or 1 = drop?) and silently guessing hides bugs.
-        raise ValueError(f"mask must be boolean (True = attend), got dtype {mask.dtype}")
-    if mask.ndim == 2:
-        # [B, S] key padding: the same keys are invalid for every query step.
-        mask = mask[:, None, :]
-    elif mask.ndim != 3:
-        raise ValueError(
-            "mask must be [B, S] (key padding) or rank 3 broadcastable to "
-            f"[B, T, S]={tuple(scores_shape)}, got shape {tuple(mask.shape)}"
-        )
-    if any(m not in (1, n) for m, n in zip(mask.shape, scores_shape)):
-        raise ValueError(
-            f"mask shape {tuple(mask.shape)} is not broadcastable to scores "
-            f"shape [B, T, S]={tuple(scores_shape)}"
-        )
-    return jnp.broadcast_to(mask, scores_shape)
+  """Bring ``mask`` to ``scores_shape`` ([B, T, S]); the one place masks are shaped."""
+  mask = jnp.asarray(mask)
+  if mask.dtype != jnp.bool_:
+    # Refuse 0/1 ints and float "additive" masks: their meaning is ambiguous
+    # (1 = keep or 1 = drop?) and silently guessing hides bugs.
+    raise ValueError(f"mask must be boolean (True = attend), got dtype {mask.dtype}")
+  if mask.ndim == 2:
+    # [B, S] key padding: the same keys are invalid for every query step.
+    mask = mask[:, None, :]
+  elif mask.ndim != 3:
+    raise ValueError("mask must be [B, S] (key padding) or rank 3 broadcastable to "
+                     f"[B, T, S]={tuple(scores_shape)}, got shape {tuple(mask.shape)}")
+  if any(m not in (1, n) for m, n in zip(mask.shape, scores_shape)):
+    raise ValueError(f"mask shape {tuple(mask.shape)} is not broadcastable to scores "
+                     f"shape [B, T, S]={tuple(scores_shape)}")
+  return jnp.broadcast_to(mask, scores_shape)
 
 
 def masked_softmax(scores, mask=None) -> jax.Array:
-    """Softmax over the key axis with an optional boolean mask.
+  """Softmax over the key axis with an optional boolean mask.
 
     weights[b, t, s] = mask_bts * exp(e_bts) / sum_{s': mask_bts'} exp(e_bts')
 
@@ -90,32 +78,32 @@ def masked_softmax(scores, mask=None) -> jax.Array:
       ``[B, T, S]`` weights in at least float32 (float64 stays float64).
       Rows with every key masked are exactly zero.
     """
-    # Low-precision exp/sum loses too much mass over long S, so normalise in
-    # float32 at least; never *downcast* (float64 callers, e.g. grad checks).
-    compute_dtype = jnp.promote_types(scores.dtype, jnp.float32)
-    scores = scores.astype(compute_dtype)
-    if mask is None:
-        return jax.nn.softmax(scores, axis=-1)
-    mask = _broadcast_mask(mask, scores.shape)
-    # A finite fill (not -inf) keeps fully-masked rows free of inf - inf = NaN
-    # in both the forward max-subtraction and the backward pass.
-    logits = jnp.where(mask, scores, jnp.finfo(compute_dtype).min)
-    weights = jax.nn.softmax(logits, axis=-1)
-    # A fully-masked row softmaxes to uniform; zeroing it here makes it exactly
-    # 0 and also stops any gradient flowing back through that row.
-    return weights * mask
+  # Low-precision exp/sum loses too much mass over long S, so normalise in
+  # float32 at least; never *downcast* (float64 callers, e.g. grad checks).
+  compute_dtype = jnp.promote_types(scores.dtype, jnp.float32)
+  scores = scores.astype(compute_dtype)
+  if mask is None:
+    return jax.nn.softmax(scores, axis=-1)
+  mask = _broadcast_mask(mask, scores.shape)
+  # A finite fill (not -inf) keeps fully-masked rows free of inf - inf = NaN
+  # in both the forward max-subtraction and the backward pass.
+  logits = jnp.where(mask, scores, jnp.finfo(compute_dtype).min)
+  weights = jax.nn.softmax(logits, axis=-1)
+  # A fully-masked row softmaxes to uniform; zeroing it here makes it exactly
+  # 0 and also stops any gradient flowing back through that row.
+  return weights * mask
 
 
 def _weighted_sum(weights, values):
-    """(context, weights): the matmul runs in the values dtype, weights stay float32+."""
-    # Returning the float32 weights (not the cast copy) matches
-    # scaled_dot_product_attention and keeps inspected/regularised weights exact.
-    context = jnp.einsum("bts,bsd->btd", weights.astype(values.dtype), values)
-    return context, weights
+  """(context, weights): the matmul runs in the values dtype, weights stay float32+."""
+  # Returning the float32 weights (not the cast copy) matches
+  # scaled_dot_product_attention and keeps inspected/regularised weights exact.
+  context = jnp.einsum("bts,bsd->btd", weights.astype(values.dtype), values)
+  return context, weights
 
 
 def additive_scores(query_proj, keys_proj, v) -> jax.Array:
-    """Bahdanau alignment scores from already-projected queries and keys.
+  """Bahdanau alignment scores from already-projected queries and keys.
 
     e_ts = v^T tanh(query_proj_t + keys_proj_s)
     (Bahdanau et al. 2015, Sec. 3.1 / App. A.1.2, with query_proj = W_a s_{t-1}
@@ -130,31 +118,25 @@ def additive_scores(query_proj, keys_proj, v) -> jax.Array:
     Returns:
       scores: ``[B, T, S]``.
     """
-    _check_rank(query_proj, 3, "query_proj", "[B, T, A]")
-    _check_rank(keys_proj, 3, "keys_proj", "[B, S, A]")
-    _check_rank(v, 1, "v", "[A]")
-    if keys_proj.shape[0] != query_proj.shape[0]:
-        raise ValueError(
-            f"keys_proj batch size {keys_proj.shape[0]} != query_proj batch size "
-            f"{query_proj.shape[0]}"
-        )
-    if keys_proj.shape[-1] != query_proj.shape[-1]:
-        raise ValueError(
-            f"keys_proj last dim {keys_proj.shape[-1]} != query_proj last dim "
-            f"{query_proj.shape[-1]}"
-        )
-    if v.shape[0] != query_proj.shape[-1]:
-        raise ValueError(
-            f"v length {v.shape[0]} != attention size A={query_proj.shape[-1]}"
-        )
-    # tanh is not bilinear, so the [B, T, S, A] sum must exist before reducing
-    # over A; that intermediate is the irreducible cost of additive attention.
-    hidden = jnp.tanh(query_proj[:, :, None, :] + keys_proj[:, None, :, :])
-    return jnp.einsum("btsa,a->bts", hidden, v)
+  _check_rank(query_proj, 3, "query_proj", "[B, T, A]")
+  _check_rank(keys_proj, 3, "keys_proj", "[B, S, A]")
+  _check_rank(v, 1, "v", "[A]")
+  if keys_proj.shape[0] != query_proj.shape[0]:
+    raise ValueError(f"keys_proj batch size {keys_proj.shape[0]} != query_proj batch size "
+                     f"{query_proj.shape[0]}")
+  if keys_proj.shape[-1] != query_proj.shape[-1]:
+    raise ValueError(f"keys_proj last dim {keys_proj.shape[-1]} != query_proj last dim "
+                     f"{query_proj.shape[-1]}")
+  if v.shape[0] != query_proj.shape[-1]:
+    raise ValueError(f"v length {v.shape[0]} != attention size A={query_proj.shape[-1]}")
+  # tanh is not bilinear, so the [B, T, S, A] sum must exist before reducing
+  # over A; that intermediate is the irreducible cost of additive attention.
+  hidden = jnp.tanh(query_proj[:, :, None, :] + keys_proj[:, None, :, :])
+  return jnp.einsum("btsa,a->bts", hidden, v)
 
 
 def additive_attention(query, keys, values, *, w_query, w_keys, v, mask=None):
-    """Bahdanau additive attention.
+  """Bahdanau additive attention.
 
     e_ts = v^T tanh(q_t W_q + k_s W_k)
     a_ts = softmax_s(e_ts)           (over unmasked s, computed in float32)
@@ -177,24 +159,18 @@ def additive_attention(query, keys, values, *, w_query, w_keys, v, mask=None):
       weights in float32 (float64 if the scores are float64).
       A query row with every key masked gives zero context and weights.
     """
-    _check_qkv(query, keys, values)
-    _check_rank(w_query, 2, "w_query", "[Dq, A]")
-    _check_rank(w_keys, 2, "w_keys", "[Dk, A]")
-    if w_query.shape[0] != query.shape[-1]:
-        raise ValueError(
-            f"w_query first dim {w_query.shape[0]} != query last dim {query.shape[-1]}"
-        )
-    if w_keys.shape[0] != keys.shape[-1]:
-        raise ValueError(
-            f"w_keys first dim {w_keys.shape[0]} != keys last dim {keys.shape[-1]}"
-        )
-    if w_keys.shape[1] != w_query.shape[1]:
-        raise ValueError(
-            f"w_keys attention size {w_keys.shape[1]} != w_query attention size "
-            f"{w_query.shape[1]}"
-        )
-    query_proj = jnp.einsum("btd,da->bta", query, w_query)
-    keys_proj = jnp.einsum("bsd,da->bsa", keys, w_keys)
-    scores = additive_scores(query_proj, keys_proj, v)
-    weights = masked_softmax(scores, mask)
-    return _weighted_sum(weights, values)
+  _check_qkv(query, keys, values)
+  _check_rank(w_query, 2, "w_query", "[Dq, A]")
+  _check_rank(w_keys, 2, "w_keys", "[Dk, A]")
+  if w_query.shape[0] != query.shape[-1]:
+    raise ValueError(f"w_query first dim {w_query.shape[0]} != query last dim {query.shape[-1]}")
+  if w_keys.shape[0] != keys.shape[-1]:
+    raise ValueError(f"w_keys first dim {w_keys.shape[0]} != keys last dim {keys.shape[-1]}")
+  if w_keys.shape[1] != w_query.shape[1]:
+    raise ValueError(f"w_keys attention size {w_keys.shape[1]} != w_query attention size "
+                     f"{w_query.shape[1]}")
+  query_proj = jnp.einsum("btd,da->bta", query, w_query)
+  keys_proj = jnp.einsum("bsd,da->bsa", keys, w_keys)
+  scores = additive_scores(query_proj, keys_proj, v)
+  weights = masked_softmax(scores, mask)
+  return _weighted_sum(weights, values)

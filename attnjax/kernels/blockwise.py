@@ -8,7 +8,7 @@ row, the running maximum m, the running normaliser l and the unnormalised output
 and returns o / l and the log-sum-exp L = m + log l. The backward pass never stores P: for each key block it
 recomputes P = exp(S_ij - L) and accumulates, with D = rowsum(dO ∘ O),
 
-    dV_j += Pᵀ dO_i,  dP = dO_i V_jᵀ,  dS = P ∘ (dP - D),  dQ_i += dS K_j · scale,  dK_j += dSᵀ Q_i · scale.
+    dV_j += Pᵀ dO_i,  dP = dO_i V_jᵀ,  dS = P ∘ (dP - D),  dQ_i += dS K_j,  dK_j += dSᵀ Q_i   (Q pre-scaled).
 
 Dropout multiplies P by the keep mask Z/(1-rate) after the normaliser (which sums the undropped P); the identity
 D = rowsum(dO ∘ O) = rowsum(P ∘ dP) still holds with dP = Z ∘ (dO Vᵀ)/(1-rate). Z is regenerated per block from a
@@ -62,6 +62,7 @@ class _Config:
     self.kv_len = kv_len
     self.batch = batch
     self.heads = heads
+    self.kv_padded = kv_len % block_kv != 0
     self._key = (scale, is_causal, dropout_rate, block_q, block_kv, q_len, kv_len, batch, heads, self.acc)
 
   def __hash__(self):
@@ -72,18 +73,34 @@ class _Config:
 
 
 def _scores_and_valid(cfg, qi, kj, mask, bias, i, j):
-  """Scaled scores ``[B, N, bq, bk]`` (float32) of block (i, j) and where they may be attended."""
-  s = jnp.einsum("bnqh,bnkh->bnqk", qi, kj, preferred_element_type=cfg.acc) * cfg.acc(cfg.scale)
+  """Scores ``[B, N, bq, bk]`` of block (i, j) (``qi`` is pre-scaled) and where they may be attended.
+
+  ``valid`` is None when nothing can be masked (no mask, not causal, no key padding): the hot loop then skips every
+  select, which on CPU is a full pass over the block.
+  """
+  s = jnp.einsum("bnqh,bnkh->bnqk", qi, kj, preferred_element_type=cfg.acc)
   if bias is not None:
     s = s + _block(bias, i, j, cfg.bq, cfg.bk).astype(cfg.acc)
-  cols = j * cfg.bk + jnp.arange(cfg.bk)
-  valid = (cols < cfg.kv_len)[None, None, None, :]  # keys padded up to a whole block
+  valid = None
+  if cfg.kv_padded:
+    cols = j * cfg.bk + jnp.arange(cfg.bk)
+    valid = (cols < cfg.kv_len)[None, None, None, :]  # keys padded up to a whole block
   if cfg.is_causal:
+    cols = j * cfg.bk + jnp.arange(cfg.bk)
     rows = i * cfg.bq + jnp.arange(cfg.bq)
-    valid = valid & (cols[None, :] <= rows[:, None])[None, None]
+    causal = (cols[None, :] <= rows[:, None])[None, None]
+    valid = causal if valid is None else valid & causal
   if mask is not None:
-    valid = valid & _block(mask, i, j, cfg.bq, cfg.bk)
+    block_mask = _block(mask, i, j, cfg.bq, cfg.bk)
+    valid = block_mask if valid is None else valid & block_mask
+  if valid is None:
+    return s, None
   return jnp.where(valid, s, MASK_VALUE), valid
+
+
+def _masked_exp(x, valid):
+  # exp(MASK_VALUE - m) is 0 unless every key so far was masked (m = MASK_VALUE): the select covers that case.
+  return jnp.exp(x) if valid is None else jnp.where(valid, jnp.exp(x), 0.0)
 
 
 def _dropout_scale(cfg, seeds, i, j):
@@ -126,7 +143,7 @@ def _forward(cfg, q, k, v, mask, bias, seeds):
       vj = jax.lax.dynamic_slice_in_dim(v, j * cfg.bk, cfg.bk, axis=2)
       s, valid = _scores_and_valid(cfg, qi, kj, mask, bias, i, j)
       m_new = jnp.maximum(m, s.max(axis=-1))
-      p = jnp.where(valid, jnp.exp(s - m_new[..., None]), 0.0)
+      p = _masked_exp(s - m_new[..., None], valid)
       correction = jnp.exp(m - m_new)
       l = l * correction + p.sum(axis=-1)
       if cfg.dropout_rate > 0.0:
@@ -160,7 +177,6 @@ def _backward(cfg, res, d_out):
   nq, nk = q.shape[2] // cfg.bq, k.shape[2] // cfg.bk
   d_out = d_out.astype(cfg.acc)
   delta = jnp.sum(d_out * out.astype(cfg.acc), axis=-1)  # D = rowsum(dO ∘ O): [B, N, Tp]
-  scale = cfg.acc(cfg.scale)
 
   def one_key_block(j, carry):
     dq, dk, dv, dbias = carry
@@ -174,7 +190,7 @@ def _backward(cfg, res, d_out):
       lse_i = jax.lax.dynamic_slice_in_dim(lse, i * cfg.bq, cfg.bq, axis=2)
       delta_i = jax.lax.dynamic_slice_in_dim(delta, i * cfg.bq, cfg.bq, axis=2)
       s, valid = _scores_and_valid(cfg, qi, kj, mask, bias, i, j)
-      p = jnp.where(valid, jnp.exp(s - lse_i[..., None]), 0.0)
+      p = _masked_exp(s - lse_i[..., None], valid)
       dp = jnp.einsum("bnqh,bnkh->bnqk", doi, vj.astype(cfg.acc))
       if cfg.dropout_rate > 0.0:
         z = _dropout_scale(cfg, seeds, i, j)
@@ -187,7 +203,6 @@ def _backward(cfg, res, d_out):
         g = _reduce_to(ds, dbias.shape[:2] + (cfg.bq if dbias.shape[2] > 1 else 1, cfg.bk if dbias.shape[3] > 1 else 1))
         start = (0, 0, i * cfg.bq if dbias.shape[2] > 1 else 0, j * cfg.bk if dbias.shape[3] > 1 else 0)
         dbias = jax.lax.dynamic_update_slice(dbias, jax.lax.dynamic_slice(dbias, start, g.shape) + g, start)
-      ds = ds * scale
       dqi = jax.lax.dynamic_slice_in_dim(dq, i * cfg.bq, cfg.bq, axis=2)
       dqi = dqi + jnp.einsum("bnqk,bnkh->bnqh", ds, kj, preferred_element_type=cfg.acc)
       dq = jax.lax.dynamic_update_slice_in_dim(dq, dqi, i * cfg.bq, axis=2)
@@ -241,5 +256,6 @@ def blockwise_attention(query, key, value, *, mask, bias, is_causal, scale, drop
   v = _pad_axis(jnp.swapaxes(value, 1, 2), 2, sp, 0)
   mask = _pad_axis(_pad_axis(mask, 2, tp, False), 3, sp, False)
   bias = _pad_axis(_pad_axis(bias, 2, tp, 0), 3, sp, 0)
-  out = _attention(cfg, q, k, v, mask, bias, dropout_seeds)
+  # Scaling q once (O(T·H)) instead of every block of scores (O(T·S)); autodiff carries the factor back into dq.
+  out = _attention(cfg, q * jnp.asarray(scale, q.dtype), k, v, mask, bias, dropout_seeds)
   return jnp.swapaxes(out[:, :, :t], 1, 2)

@@ -34,47 +34,39 @@ _SCORES = ("dot", "general", "concat")
 
 
 def _check_score_args(query, keys, score, w, v) -> None:
-    if score not in _SCORES:
-        raise ValueError(f"score must be one of {_SCORES}, got {score!r}")
-    dq, dk = query.shape[-1], keys.shape[-1]
-    if score == "dot":
-        if w is not None or v is not None:
-            # Passing parameters that would be silently ignored is almost
-            # always a wrong `score` choice, so surface it.
-            raise ValueError("w and v must be None for score='dot'")
-        if dq != dk:
-            raise ValueError(
-                f"query last dim {dq} != keys last dim {dk} for score='dot'"
-            )
-    elif score == "general":
-        if w is None:
-            raise ValueError("w of shape [Dq, Dk] is required for score='general'")
-        if v is not None:
-            raise ValueError("v must be None for score='general'")
-        _check_rank(w, 2, "w", "[Dq, Dk]")
-        if tuple(w.shape) != (dq, dk):
-            raise ValueError(
-                f"w shape {tuple(w.shape)} != (Dq, Dk)=({dq}, {dk}) for score='general'"
-            )
-    else:  # concat
-        if w is None:
-            raise ValueError("w of shape [Dq + Dk, A] is required for score='concat'")
-        if v is None:
-            raise ValueError("v of shape [A] is required for score='concat'")
-        _check_rank(w, 2, "w", "[Dq + Dk, A]")
-        _check_rank(v, 1, "v", "[A]")
-        if w.shape[0] != dq + dk:
-            raise ValueError(
-                f"w first dim {w.shape[0]} != Dq + Dk = {dq} + {dk} for score='concat'"
-            )
-        if v.shape[0] != w.shape[1]:
-            raise ValueError(
-                f"v length {v.shape[0]} != w last dim {w.shape[1]} for score='concat'"
-            )
+  if score not in _SCORES:
+    raise ValueError(f"score must be one of {_SCORES}, got {score!r}")
+  dq, dk = query.shape[-1], keys.shape[-1]
+  if score == "dot":
+    if w is not None or v is not None:
+      # Passing parameters that would be silently ignored is almost
+      # always a wrong `score` choice, so surface it.
+      raise ValueError("w and v must be None for score='dot'")
+    if dq != dk:
+      raise ValueError(f"query last dim {dq} != keys last dim {dk} for score='dot'")
+  elif score == "general":
+    if w is None:
+      raise ValueError("w of shape [Dq, Dk] is required for score='general'")
+    if v is not None:
+      raise ValueError("v must be None for score='general'")
+    _check_rank(w, 2, "w", "[Dq, Dk]")
+    if tuple(w.shape) != (dq, dk):
+      raise ValueError(f"w shape {tuple(w.shape)} != (Dq, Dk)=({dq}, {dk}) for score='general'")
+  else:  # concat
+    if w is None:
+      raise ValueError("w of shape [Dq + Dk, A] is required for score='concat'")
+    if v is None:
+      raise ValueError("v of shape [A] is required for score='concat'")
+    _check_rank(w, 2, "w", "[Dq + Dk, A]")
+    _check_rank(v, 1, "v", "[A]")
+    if w.shape[0] != dq + dk:
+      raise ValueError(f"w first dim {w.shape[0]} != Dq + Dk = {dq} + {dk} for score='concat'")
+    if v.shape[0] != w.shape[1]:
+      raise ValueError(f"v length {v.shape[0]} != w last dim {w.shape[1]} for score='concat'")
 
 
 def luong_scores(query, keys, *, score, w=None, v=None) -> jax.Array:
-    """Luong et al. (2015) alignment scores, Eq. 8.
+  """Luong et al. (2015) alignment scores, Eq. 8.
 
     dot:     e_ts = h_t^T h̄_s
     general: e_ts = h_t^T W_a h̄_s
@@ -92,32 +84,28 @@ def luong_scores(query, keys, *, score, w=None, v=None) -> jax.Array:
     Returns:
       scores: ``[B, T, S]``.
     """
-    _check_rank(query, 3, "query", "[B, T, Dq]")
-    _check_rank(keys, 3, "keys", "[B, S, Dk]")
-    if keys.shape[0] != query.shape[0]:
-        raise ValueError(
-            f"keys batch size {keys.shape[0]} != query batch size {query.shape[0]}"
-        )
-    _check_score_args(query, keys, score, w, v)
-    if score == "dot":
-        return jnp.einsum("btd,bsd->bts", query, keys)
-    if score == "general":
-        # Project the T queries rather than the S keys: same result, and the
-        # decoder side is usually the smaller (often T == 1).
-        return jnp.einsum("bte,bse->bts", jnp.einsum("btd,de->bte", query, w), keys)
-    # W_a [h_t; h̄_s] == h_t W_q + h̄_s W_k: projecting each side separately
-    # avoids building the [B, T, S, Dq + Dk] concatenation, and the rest is
-    # exactly Bahdanau's additive score.
-    dq = query.shape[-1]
-    query_proj = jnp.einsum("btd,da->bta", query, w[:dq])
-    keys_proj = jnp.einsum("bsd,da->bsa", keys, w[dq:])
-    return additive_scores(query_proj, keys_proj, v)
+  _check_rank(query, 3, "query", "[B, T, Dq]")
+  _check_rank(keys, 3, "keys", "[B, S, Dk]")
+  if keys.shape[0] != query.shape[0]:
+    raise ValueError(f"keys batch size {keys.shape[0]} != query batch size {query.shape[0]}")
+  _check_score_args(query, keys, score, w, v)
+  if score == "dot":
+    return jnp.einsum("btd,bsd->bts", query, keys)
+  if score == "general":
+    # Project the T queries rather than the S keys: same result, and the
+    # decoder side is usually the smaller (often T == 1).
+    return jnp.einsum("bte,bse->bts", jnp.einsum("btd,de->bte", query, w), keys)
+  # W_a [h_t; h̄_s] == h_t W_q + h̄_s W_k: projecting each side separately
+  # avoids building the [B, T, S, Dq + Dk] concatenation, and the rest is
+  # exactly Bahdanau's additive score.
+  dq = query.shape[-1]
+  query_proj = jnp.einsum("btd,da->bta", query, w[:dq])
+  keys_proj = jnp.einsum("bsd,da->bsa", keys, w[dq:])
+  return additive_scores(query_proj, keys_proj, v)
 
 
-def multiplicative_attention(
-    query, keys, values, *, score="dot", w=None, v=None, mask=None
-):
-    """Luong et al. (2015) global attention.
+def multiplicative_attention(query, keys, values, *, score="dot", w=None, v=None, mask=None):
+  """Luong et al. (2015) global attention.
 
     e_ts = score(h_t, h̄_s)   (see ``luong_scores``: dot / general / concat)
     a_ts = softmax_s(e_ts)    (over unmasked s, computed in float32)
@@ -141,7 +129,7 @@ def multiplicative_attention(
       weights in float32 (float64 if the scores are float64).
       A query row with every key masked gives zero context and weights.
     """
-    _check_qkv(query, keys, values)
-    scores = luong_scores(query, keys, score=score, w=w, v=v)
-    weights = masked_softmax(scores, mask)
-    return _weighted_sum(weights, values)
+  _check_qkv(query, keys, values)
+  scores = luong_scores(query, keys, score=score, w=w, v=v)
+  weights = masked_softmax(scores, mask)
+  return _weighted_sum(weights, values)

@@ -1,0 +1,29 @@
+# The two commands a fresh machine needs (Python >= 3.10, the package index reachable):
+#   make quickstart   install into .venv and run the main job on its embedded default
+#   make test         install into .venv (with test extras) and run the test suite
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_WORKERS ?= 2
+
+.PHONY: quickstart test bench clean
+
+$(VENV)/.installed: setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+quickstart: $(VENV)/.installed
+	$(PY) -m attnjax.demo
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --durations=15
+
+# Benchmarks compare against torch, a benchmark-only extra: the CPU build (2.13.0 lies on this machine's disk).
+bench: $(VENV)/.installed
+	$(PY) -m pip install --quiet 'torch==2.13.0'
+	$(PY) -m benchmarks.kernels
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""Flax linen modules that own parameters and call :mod:`attnjax.kernels`."""

@@ -1,0 +1,1 @@
+"""Sequence-to-sequence models of the seed papers behind one interface (see :mod:`attnjax.models.interface`)."""

@@ -1,0 +1,56 @@
+"""The one interface every sequence-to-sequence model implements, so training, decoding and evaluation never
+special-case a model.
+
+A model is a ``flax.linen.Module`` with four methods, all called through ``model.apply(variables, ..., method=...)``:
+
+``encode(src, src_mask=None, *, deterministic=True) -> memory``
+    src: ``[B, S]`` int token ids (``PAD_ID`` = padding). ``src_mask``: ``[B, S]`` bool, True = real token; None means
+    ``src != PAD_ID``. ``memory`` is a dict of arrays, **every leaf with the batch axis first** (beam search tiles and
+    reorders it along axis 0). It must carry the source mask under the key ``"src_mask"``.
+
+``init_cache(memory, max_length) -> cache``
+    The decoder state before the first target token, for up to ``max_length`` target positions. A dict of arrays,
+    **every leaf with the batch axis first** (beam search reorders it along axis 0); the position of the next token is
+    kept per row as ``cache["index"]: [B] int32``.
+
+``decode(tgt_in, memory, cache=None, *, deterministic=True, return_attention=False) -> DecoderOutput``
+    tgt_in: ``[B, T]`` int, the shifted target (``BOS_ID`` first). Without a cache: teacher forcing over all T
+    positions (causal). With a cache: ``tgt_in`` continues the prefix already in the cache (T = 1 for step-by-step
+    decoding, T > 1 for a prefill), and the returned cache includes it. Logits equal teacher forcing's at the same
+    positions. ``attention`` (when requested and the model has encoder-decoder attention) is ``[B, T, S]``: the
+    cross-attention weights used for alignment plots (for multi-head / multi-layer models: the last layer, averaged
+    over heads).
+
+``__call__(src, tgt_in, src_mask=None, *, deterministic=True) -> logits [B, T, V]``
+    Teacher forcing: ``decode(tgt_in, encode(src, src_mask)).logits``.
+
+Token ids: ``PAD_ID = 0``, ``BOS_ID = 1``, ``EOS_ID = 2`` unless a model is given others. Dropout draws from the
+``"dropout"`` RNG stream when ``deterministic=False``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax.numpy as jnp
+
+PAD_ID = 0
+BOS_ID = 1
+EOS_ID = 2
+
+
+class DecoderOutput(NamedTuple):
+  logits: Any  # [B, T, V] float32
+  cache: Any = None  # the updated cache when one was given, else None
+  attention: Any = None  # [B, T, S] cross-attention weights when return_attention=True, else None
+
+
+def source_mask(src, src_mask=None):
+  """``[B, S]`` bool mask of real source tokens: ``src_mask`` if given, else ``src != PAD_ID``."""
+  if src.ndim != 2:
+    raise ValueError(f"src must be [B, S] token ids, got shape {src.shape}")
+  if src_mask is None:
+    return src != PAD_ID
+  if src_mask.shape != src.shape:
+    raise ValueError(f"src_mask shape {src_mask.shape} != src shape {src.shape}")
+  return src_mask.astype(bool)

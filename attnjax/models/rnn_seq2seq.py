@@ -1,0 +1,386 @@
+"""Recurrent encoder-decoder translation models, with and without attention, behind the model interface.
+
+One module, :class:`RNNSeq2Seq`, covers three papers (``attention=``):
+
+* ``None`` -- Sutskever, Vinyals & Le (2014), "Sequence to Sequence Learning with Neural Networks": a stacked LSTM
+  reads the (optionally reversed) source; the decoder starts from the encoder's final states, layer by layer, and
+  models p(y_t | y_<t, x) = softmax(W h_t) with no attention.
+* ``"bahdanau"`` -- Bahdanau, Cho & Bengio (2015), RNNsearch: a bidirectional encoder gives annotations
+  h_j = [→h_j; ←h_j]; the decoder starts from s_0 = tanh(W_s ←h_1), and step i computes
+
+      c_i = sum_j a_ij h_j,   a_ij = softmax_j(v^T tanh(W_q s_{i-1} + W_k h_j))     (from the PREVIOUS state)
+      s_i = f(s_{i-1}, [E y_{i-1}; c_i])
+      t̃_i = U_o s_i + V_o E y_{i-1} + C_o c_i,   t_i = maxout_2(t̃_i),   logits = W_o t_i
+
+* ``"luong_dot" | "luong_general" | "luong_concat"`` -- Luong, Pham & Manning (2015), global attention: step t runs
+  the stacked LSTM on [E y_{t-1}; h̃_{t-1}] (input feeding), then attends from the CURRENT top state h_t:
+
+      c_t = sum_s a_t(s) h̄_s,   a_t(s) = softmax_s(score(h_t, h̄_s))
+      h̃_t = tanh(W_c [c_t; h_t]),   logits = W_s h̃_t
+
+Shape letters: B batch, S source length, T target length, E ``embed_dim``, H ``hidden_dim``, L ``num_layers``,
+A ``attention_dim``, V the vocabulary. Every recurrent step (teacher forcing, prefill, one-token decoding) goes
+through the one function :meth:`_DecoderStep.__call__`, scanned over the T given tokens, so the three agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from attnjax.layers.rnn_attention import AdditiveAttention, LuongAttention
+from attnjax.models.interface import DecoderOutput, source_mask
+
+__all__ = ["RNNSeq2Seq", "reverse_real_tokens", "ATTENTIONS", "CELLS"]
+
+ATTENTIONS = (None, "bahdanau", "luong_dot", "luong_general", "luong_concat")
+CELLS = ("lstm", "gru")
+
+
+def reverse_real_tokens(x, mask):
+  """Reverses each row's real tokens in place; padding positions keep their content.
+
+  For right-padded rows ``[a, b, c, PAD, PAD] -> [c, b, a, PAD, PAD]``, so a recurrent pass over the result reads
+  the real tokens backwards *starting from the last real one*, and padding still comes last. The map is its own
+  inverse, which is how outputs of a backward pass are put back in source order.
+
+  Args:
+    x: ``[B, S, ...]``.
+    mask: ``[B, S]`` bool, True = real token (any pattern; real tokens are reversed among themselves).
+
+  Returns:
+    ``[B, S, ...]``, same dtype as ``x``.
+  """
+  s = mask.shape[1]
+  positions = jnp.arange(s)[None, :]
+  # Real positions first, in source order (a stable sort on "is padding").
+  real_in_order = jnp.argsort(jnp.logical_not(mask).astype(jnp.int32), axis=1, stable=True)
+  rank = jnp.cumsum(mask, axis=1) - 1  # rank of each real token among its row's real tokens
+  count = jnp.sum(mask, axis=1, keepdims=True)
+  mirrored = jnp.take_along_axis(real_in_order, jnp.clip(count - 1 - rank, 0, s - 1), axis=1)
+  index = jnp.where(mask, mirrored, positions)
+  index = index.reshape(index.shape + (1,) * (x.ndim - 2))
+  return jnp.take_along_axis(x, index, axis=1)
+
+
+def _make_cell(cell: str, features: int, dtype, name: Optional[str] = None):
+  if cell == "lstm":
+    return nn.OptimizedLSTMCell(features, dtype=dtype, param_dtype=jnp.float32, name=name)
+  return nn.GRUCell(features, dtype=dtype, param_dtype=jnp.float32, name=name)
+
+
+def _zero_carry(cell: str, batch: int, features: int, dtype):
+  zeros = jnp.zeros((batch, features), dtype)
+  return (zeros, zeros) if cell == "lstm" else zeros
+
+
+class _MaskedCellStep(nn.Module):
+  """One encoder time step; the carry is frozen and the output zeroed where ``mask`` is False.
+
+  Freezing (rather than running the cell on PAD embeddings) makes the final carry the state at each row's last real
+  token, and keeps whatever padding follows from reaching any real position.
+  """
+  cell: str
+  features: int
+  dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, carry, inputs):
+    x, mask = inputs  # [B, D], [B]
+    new_carry, y = _make_cell(self.cell, self.features, self.dtype, name="cell")(carry, x)
+    keep = mask[:, None]
+    carry = jax.tree_util.tree_map(lambda new, old: jnp.where(keep, new, old), new_carry, carry)
+    return carry, jnp.where(keep, y, jnp.zeros_like(y))
+
+
+# One recurrent layer over [B, S, D]: the parameters are shared by every step (broadcast), time is axis 1.
+_MaskedRNN = nn.scan(_MaskedCellStep, variable_broadcast="params", split_rngs={"params": False}, in_axes=1,
+                     out_axes=1)
+
+
+class _DecoderStep(nn.Module):
+  """The decoder's single time step, shared by teacher forcing and cached decoding (see the module docstring).
+
+  ``state`` holds ``"h"`` ``[B, L, H]`` (and ``"c"`` ``[B, L, H]`` for LSTMs, ``"feed"`` ``[B, H]`` = h̃_{t-1} with
+  Luong input feeding); ``emb`` is the embedded previous token ``[B, E]``. Returns the new state and
+  ``(features [B, F], weights [B, S])`` where ``features`` feeds the output projection (F = E for Bahdanau's maxout
+  readout, H otherwise) and ``weights`` are the alignment weights (``[B, 0]`` without attention).
+  """
+  cell: str
+  hidden_dim: int
+  num_layers: int
+  attention: Optional[str]
+  attention_dim: int
+  input_feeding: bool
+  embed_dim: int
+  dropout_rate: float
+  dtype: Any = jnp.float32
+
+  def setup(self):
+    self.cells = [_make_cell(self.cell, self.hidden_dim, self.dtype, name=f"cell_{l}") for l in range(self.num_layers)]
+    self.dropout = nn.Dropout(self.dropout_rate)
+    if self.attention == "bahdanau":
+      self.attend = AdditiveAttention(self.attention_dim, dtype=self.dtype, name="attention")
+      # t̃_i = U_o s_i + V_o E y_{i-1} + C_o c_i: one Dense on the concatenation is the same affine map.
+      self.readout = nn.Dense(2 * self.embed_dim, dtype=self.dtype, name="readout")
+    elif self.attention is not None:
+      score = self.attention.split("_", 1)[1]
+      self.attend = LuongAttention(score, attention_dim=self.attention_dim if score == "concat" else None,
+                                   dtype=self.dtype, name="attention")
+      self.w_c = nn.Dense(self.hidden_dim, use_bias=False, dtype=self.dtype, name="w_c")
+
+  def __call__(self, state, emb, memory, deterministic: bool = True):
+    h_prev = state["h"]
+    batch = h_prev.shape[0]
+    inputs = [emb]
+    if self.attention == "bahdanau":
+      # Bahdanau Eq. 5-6: the alignment query is s_{i-1}, the top-layer state BEFORE this step, so c_i is known
+      # before the recurrence and can enter it.
+      context, weights = self.attend(h_prev[:, -1][:, None], memory["annotations"], keys_proj=memory["keys_proj"],
+                                     mask=memory["src_mask"])
+      context, weights = context[:, 0], weights[:, 0]
+      inputs.append(context)
+    elif self.attention is not None and self.input_feeding:
+      inputs.append(state["feed"])  # Luong Sec. 3.3: h̃_{t-1} joins the input so past alignments are known.
+    x = jnp.concatenate(inputs, axis=-1).astype(self.dtype)
+
+    new_h, new_c = [], []
+    for layer, cell in enumerate(self.cells):
+      # Dropout on the non-recurrent connections only (Zaremba et al. 2014, as used by Luong et al.).
+      x = self.dropout(x, deterministic=deterministic)
+      carry = (state["c"][:, layer], h_prev[:, layer]) if self.cell == "lstm" else h_prev[:, layer]
+      carry, x = cell(carry, x)
+      if self.cell == "lstm":
+        new_c.append(carry[0])
+        new_h.append(carry[1])
+      else:
+        new_h.append(carry)
+    top = x
+    new_state = {"h": jnp.stack(new_h, axis=1)}
+    if self.cell == "lstm":
+      new_state["c"] = jnp.stack(new_c, axis=1)
+
+    if self.attention == "bahdanau":
+      # Deep output with a maxout of pool size 2 (App. A.2.2): t_i = [max(t̃_{i,2k-1}, t̃_{i,2k})]_k. The paper's
+      # appendix writes U_o s_{i-1}, but Eq. 4 conditions on s_i (as do the reference implementations); we use s_i.
+      t_tilde = self.readout(jnp.concatenate([top, emb.astype(self.dtype), context.astype(self.dtype)], axis=-1))
+      features = jnp.max(t_tilde.reshape(batch, self.embed_dim, 2), axis=-1)
+    elif self.attention is not None:
+      # Luong Eq. 5: attention from the CURRENT top state h_t, then the attentional state h̃_t.
+      context, weights = self.attend(top[:, None], memory["annotations"], mask=memory["src_mask"])
+      context, weights = context[:, 0], weights[:, 0]
+      features = jnp.tanh(self.w_c(jnp.concatenate([context.astype(self.dtype), top], axis=-1)))
+      if self.input_feeding:
+        new_state["feed"] = features
+    else:
+      features = top
+      weights = jnp.zeros((batch, 0), jnp.float32)
+    features = self.dropout(features, deterministic=deterministic)
+    return new_state, (features, weights)
+
+
+class RNNSeq2Seq(nn.Module):
+  """Recurrent encoder-decoder (Sutskever et al. 2014; Bahdanau et al. 2015; Luong et al. 2015).
+
+  Implements :mod:`attnjax.models.interface`. See the module docstring for the equations of each variant.
+
+  Attributes:
+    src_vocab_size / tgt_vocab_size: vocabulary sizes (ids include PAD/BOS/EOS).
+    embed_dim: E, token embedding size (620 in Bahdanau et al., 1000 in Sutskever/Luong et al.).
+    hidden_dim: H, decoder state size. Bahdanau's encoder has H units per direction (annotations are 2H); the other
+      variants' bidirectional encoders use H/2 per direction so that annotations and final states have size H (the
+      OpenNMT "brnn" convention), which the decoder and the "dot" score need.
+    num_layers: L, layers in the encoder and in the decoder (4 in Sutskever/Luong, 1 in Bahdanau).
+    cell: ``"lstm"`` or ``"gru"`` (Bahdanau's gated unit is the GRU's).
+    attention: ``None``, ``"bahdanau"``, ``"luong_dot"``, ``"luong_general"`` or ``"luong_concat"``.
+    reverse_source: Sutskever's trick: the encoder reads each row's real tokens backwards (padding stays at the end).
+      Annotations are put back in source order, so alignment weights always index the original source positions.
+    bidirectional_encoder: None means True for Bahdanau and False otherwise.
+    dropout_rate: dropout on the non-recurrent connections (layer inputs) and before the output projection.
+    attention_dim: A of the additive / "concat" scores; None means H. Ignored by "dot" and "general".
+    input_feeding: Luong's input feeding (h̃_{t-1} concatenated to the input); ignored by the other variants.
+    tie_output_embedding: use the target embedding matrix as the output projection (plus a bias). The decoder's
+      output features must then have size E: always true for Bahdanau (readout size E), else needs H == E.
+    dtype: compute dtype; parameters and logits stay float32.
+
+  Memory (``encode``): ``"src_mask" [B, S]``, ``"annotations" [B, S, Dk]`` (Dk = 2H for bidirectional Bahdanau,
+  else H; zero at padding), ``"final_h" [B, L, Dk]`` (and ``"final_c" [B, L, Dk]`` for LSTMs): each encoder layer's
+  final state at its row's last real token, [forward; backward] when bidirectional; ``"keys_proj" [B, S, A]`` for
+  Bahdanau (W_k h_j, computed once per sentence).
+
+  Cache (``init_cache``): ``"h" [B, L, H]`` (and ``"c" [B, L, H]`` for LSTMs) the decoder carries, ``"feed" [B, H]``
+  h̃_{t-1} for Luong with input feeding, ``"index" [B]`` int32. A recurrent cache has a fixed size, so
+  ``max_length`` is accepted for the interface and not needed.
+  """
+  src_vocab_size: int
+  tgt_vocab_size: int
+  embed_dim: int = 256
+  hidden_dim: int = 512
+  num_layers: int = 1
+  cell: str = "lstm"
+  attention: Optional[str] = None
+  reverse_source: bool = False
+  bidirectional_encoder: Optional[bool] = None
+  dropout_rate: float = 0.0
+  attention_dim: Optional[int] = None
+  input_feeding: bool = True
+  tie_output_embedding: bool = False
+  dtype: Any = jnp.float32
+
+  # ---------------------------------------------------------------------------------------------- configuration
+
+  def __post_init__(self):
+    self._validate()
+    super().__post_init__()
+
+  def _validate(self):
+    if self.attention not in ATTENTIONS:
+      raise ValueError(f"attention must be one of {ATTENTIONS}, got {self.attention!r}")
+    if self.cell not in CELLS:
+      raise ValueError(f"cell must be one of {CELLS}, got {self.cell!r}")
+    for name in ("src_vocab_size", "tgt_vocab_size", "embed_dim", "hidden_dim", "num_layers"):
+      value = getattr(self, name)
+      if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if self.attention_dim is not None and (not isinstance(self.attention_dim, int) or self.attention_dim < 1):
+      raise ValueError(f"attention_dim must be a positive int or None, got {self.attention_dim!r}")
+    if not 0.0 <= self.dropout_rate < 1.0:
+      raise ValueError(f"dropout_rate must be in [0, 1), got {self.dropout_rate!r}")
+    if self.bidirectional_encoder not in (None, True, False):
+      raise ValueError(f"bidirectional_encoder must be None, True or False, got {self.bidirectional_encoder!r}")
+    if self._bidirectional and self.attention != "bahdanau" and self.hidden_dim % 2:
+      raise ValueError(f"hidden_dim must be even for a bidirectional encoder with attention={self.attention!r} "
+                       f"(H/2 units per direction), got {self.hidden_dim}")
+    if self.tie_output_embedding and self.attention != "bahdanau" and self.hidden_dim != self.embed_dim:
+      raise ValueError(f"tie_output_embedding needs hidden_dim == embed_dim for attention={self.attention!r} "
+                       f"(the output layer reads H-sized states), got {self.hidden_dim} != {self.embed_dim}")
+
+  @property
+  def _bidirectional(self) -> bool:
+    return self.attention == "bahdanau" if self.bidirectional_encoder is None else bool(self.bidirectional_encoder)
+
+  @property
+  def _direction_dim(self) -> int:
+    """Units per encoder direction."""
+    if self._bidirectional and self.attention != "bahdanau":
+      return self.hidden_dim // 2
+    return self.hidden_dim
+
+  @property
+  def _is_luong(self) -> bool:
+    return self.attention is not None and self.attention.startswith("luong")
+
+  def setup(self):
+    d = self._direction_dim
+    self.src_embed = nn.Embed(self.src_vocab_size, self.embed_dim, dtype=self.dtype, name="src_embed")
+    self.tgt_embed = nn.Embed(self.tgt_vocab_size, self.embed_dim, dtype=self.dtype, name="tgt_embed")
+    self.encoder_fwd = [_MaskedRNN(self.cell, d, self.dtype, name=f"encoder_fwd_{l}") for l in range(self.num_layers)]
+    if self._bidirectional:
+      self.encoder_bwd = [_MaskedRNN(self.cell, d, self.dtype, name=f"encoder_bwd_{l}")
+                          for l in range(self.num_layers)]
+    self.decoder_step = _DecoderStep(
+        cell=self.cell, hidden_dim=self.hidden_dim, num_layers=self.num_layers, attention=self.attention,
+        attention_dim=self.attention_dim or self.hidden_dim, input_feeding=self.input_feeding,
+        embed_dim=self.embed_dim, dropout_rate=self.dropout_rate, dtype=self.dtype, name="decoder")
+    if self.attention == "bahdanau":
+      # s_0 = tanh(W_s ←h_1), one W_s per decoder layer (the paper has one layer).
+      self.init_state = [nn.Dense(self.hidden_dim, use_bias=False, dtype=self.dtype, name=f"init_state_{l}")
+                         for l in range(self.num_layers)]
+    self.dropout = nn.Dropout(self.dropout_rate)
+    if self.tie_output_embedding:
+      self.output_bias = self.param("output_bias", nn.initializers.zeros_init(), (self.tgt_vocab_size,))
+    else:
+      self.output = nn.Dense(self.tgt_vocab_size, dtype=self.dtype, name="output")
+
+  # ------------------------------------------------------------------------------------------------------ encoder
+
+  def encode(self, src, src_mask=None, *, deterministic: bool = True):
+    """Runs the encoder. src: ``[B, S]`` ids; returns the memory dict described in the class docstring."""
+    mask = source_mask(src, src_mask)
+    batch = src.shape[0]
+    d = self._direction_dim
+    x = self.src_embed(src)
+    if self.reverse_source:
+      x = reverse_real_tokens(x, mask)
+    finals = []
+    for layer in range(self.num_layers):
+      x = self.dropout(x, deterministic=deterministic)
+      carry, out = self.encoder_fwd[layer](_zero_carry(self.cell, batch, d, self.dtype), (x, mask))
+      if self._bidirectional:
+        # The backward pass reads each row from its LAST REAL token: reversing the real tokens in place keeps the
+        # padding at the end, where the frozen carries ignore it.
+        carry_b, out_b = self.encoder_bwd[layer](_zero_carry(self.cell, batch, d, self.dtype),
+                                                 (reverse_real_tokens(x, mask), mask))
+        out = jnp.concatenate([out, reverse_real_tokens(out_b, mask)], axis=-1)
+        carry = jax.tree_util.tree_map(lambda f, b: jnp.concatenate([f, b], axis=-1), carry, carry_b)
+      finals.append(carry)
+      x = out
+    annotations = reverse_real_tokens(x, mask) if self.reverse_source else x
+    memory = {"src_mask": mask, "annotations": annotations}
+    if self.cell == "lstm":
+      memory["final_c"] = jnp.stack([c for c, _ in finals], axis=1)
+      memory["final_h"] = jnp.stack([h for _, h in finals], axis=1)
+    else:
+      memory["final_h"] = jnp.stack(finals, axis=1)
+    if self.attention == "bahdanau":
+      memory["keys_proj"] = self.decoder_step.attend.project_keys(annotations)
+    return memory
+
+  # ------------------------------------------------------------------------------------------------------ decoder
+
+  def init_cache(self, memory, max_length: int):
+    """Decoder state before the first target token (see the class docstring for the layout)."""
+    del max_length  # the recurrent state does not grow with the target
+    final_h = memory["final_h"]
+    batch = final_h.shape[0]
+    if self.attention == "bahdanau":
+      # Bahdanau App. A.2.2: s_0 = tanh(W_s ←h_1), from the backward pass's state after reading the whole source.
+      backward = final_h[..., self._direction_dim:] if self._bidirectional else final_h
+      h = jnp.stack([jnp.tanh(self.init_state[l](backward[:, l])) for l in range(self.num_layers)], axis=1)
+      # The paper's GRU has no memory cell; an LSTM's starts empty and the state carries the source summary.
+      c = jnp.zeros_like(h)
+    else:
+      # Sutskever et al. / Luong et al.: each decoder layer starts from the same encoder layer's final state.
+      h = final_h
+      c = memory.get("final_c")
+    cache = {"h": h.astype(self.dtype), "index": jnp.zeros((batch,), jnp.int32)}
+    if self.cell == "lstm":
+      cache["c"] = c.astype(self.dtype)
+    if self._is_luong and self.input_feeding:
+      cache["feed"] = jnp.zeros((batch, self.hidden_dim), self.dtype)  # h̃_0 = 0
+    return cache
+
+  def decode(self, tgt_in, memory, cache=None, *, deterministic: bool = True, return_attention: bool = False):
+    """Logits ``[B, T, V]`` for ``tgt_in`` ``[B, T]``: teacher forcing, or continuing ``cache`` (see interface)."""
+    if tgt_in.ndim != 2:
+      raise ValueError(f"tgt_in must be [B, T] token ids, got shape {tgt_in.shape}")
+    given = cache is not None
+    if cache is None:
+      cache = self.init_cache(memory, tgt_in.shape[1])
+    state = {k: v for k, v in cache.items() if k != "index"}
+    step_memory = {k: memory[k] for k in ("src_mask", "annotations", "keys_proj") if k in memory}
+    emb = self.tgt_embed(tgt_in)
+
+    def body(step, carry, emb_t, mem):
+      return step(carry, emb_t, mem, deterministic=deterministic)
+
+    # One scan for every call: teacher forcing scans all T tokens from init_cache, a prefill scans its T tokens from
+    # the cache, a single step scans one token; the body is the same function, hence the same numbers.
+    scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False, "dropout": True},
+                   in_axes=(1, nn.broadcast), out_axes=1)
+    state, (features, weights) = scan(self.decoder_step, state, emb, step_memory)
+    if self.tie_output_embedding:
+      logits = self.tgt_embed.attend(features) + self.output_bias
+    else:
+      logits = self.output(features)
+    new_cache = {**state, "index": cache["index"] + tgt_in.shape[1]} if given else None
+    attention = weights if (return_attention and self.attention is not None) else None
+    return DecoderOutput(logits=logits.astype(jnp.float32), cache=new_cache, attention=attention)
+
+  def __call__(self, src, tgt_in, src_mask=None, *, deterministic: bool = True):
+    """Teacher-forced logits ``[B, T, V]``."""
+    memory = self.encode(src, src_mask, deterministic=deterministic)
+    return self.decode(tgt_in, memory, deterministic=deterministic).logits

@@ -1,0 +1,67 @@
+"""Checks every model of the interface must pass (see attnjax/models/interface.py); model tests call these."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from attnjax.models.interface import BOS_ID, PAD_ID
+
+
+def random_batch(rng, batch, src_len, tgt_len, vocab, *, src_lengths=None, tgt_lengths=None):
+  """Token ids in [3, vocab) with PAD_ID after each row's length; tgt_in starts with BOS_ID."""
+  src = rng.integers(3, vocab, size=(batch, src_len))
+  tgt = rng.integers(3, vocab, size=(batch, tgt_len))
+  tgt[:, 0] = BOS_ID
+  if src_lengths is not None:
+    src[np.arange(src_len)[None, :] >= np.asarray(src_lengths)[:, None]] = PAD_ID
+  if tgt_lengths is not None:
+    tgt[np.arange(tgt_len)[None, :] >= np.asarray(tgt_lengths)[:, None]] = PAD_ID
+  return jnp.asarray(src, jnp.int32), jnp.asarray(tgt, jnp.int32)
+
+
+def init(model, src, tgt, seed=0):
+  return model.init({"params": jax.random.PRNGKey(seed), "dropout": jax.random.PRNGKey(seed + 1)}, src, tgt)
+
+
+def incremental_logits(model, variables, src, tgt_in, *, prefill=0):
+  """Logits from the cache: first `prefill` tokens in one call, then one token per call."""
+  memory = model.apply(variables, src, method=model.encode)
+  cache = model.apply(variables, memory, tgt_in.shape[1], method=model.init_cache)
+  pieces = []
+  steps = ([(0, prefill)] if prefill else []) + [(t, t + 1) for t in range(prefill, tgt_in.shape[1])]
+  for start, stop in steps:
+    out = model.apply(variables, tgt_in[:, start:stop], memory, cache, method=model.decode)
+    cache = out.cache
+    pieces.append(out.logits)
+  return jnp.concatenate(pieces, axis=1)
+
+
+def assert_teacher_forcing_equals_incremental(model, variables, src, tgt_in, *, prefill=0, atol=1e-5):
+  forced = model.apply(variables, src, tgt_in)
+  stepwise = incremental_logits(model, variables, src, tgt_in, prefill=prefill)
+  np.testing.assert_allclose(np.asarray(stepwise), np.asarray(forced), atol=atol, rtol=1e-5)
+
+
+def assert_padding_does_not_change_real_positions(model, variables, src, tgt_in, extra=3, atol=1e-5):
+  """Appending padding to source and target leaves the logits of the original positions unchanged."""
+  logits = model.apply(variables, src, tgt_in)
+  src_p = jnp.pad(src, ((0, 0), (0, extra)), constant_values=PAD_ID)
+  tgt_p = jnp.pad(tgt_in, ((0, 0), (0, extra)), constant_values=PAD_ID)
+  logits_p = model.apply(variables, src_p, tgt_p)
+  np.testing.assert_allclose(np.asarray(logits_p[:, :tgt_in.shape[1]]), np.asarray(logits), atol=atol, rtol=1e-5)
+
+
+def assert_finite_nonzero_gradients(model, variables, src, tgt_in):
+  def loss(params):
+    logits = model.apply({**variables, "params": params}, src, tgt_in, deterministic=False,
+                         rngs={"dropout": jax.random.PRNGKey(0)})
+    return jnp.mean(jax.nn.log_softmax(logits)[..., 3])
+  grads = jax.grad(loss)(variables["params"])
+  leaves = jax.tree_util.tree_leaves_with_path(grads)
+  assert leaves
+  for path, g in leaves:
+    assert np.isfinite(np.asarray(g)).all(), jax.tree_util.keystr(path)
+  total = sum(float(jnp.abs(g).sum()) for _, g in leaves)
+  assert total > 0
