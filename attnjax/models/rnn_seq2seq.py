@@ -77,6 +77,31 @@ def _zero_carry(cell: str, batch: int, features: int, dtype):
   return (zeros, zeros) if cell == "lstm" else zeros
 
 
+def _over_time(step, carry, xs, consts, **kwargs):
+  """``carry, y_t = step(carry, x_t, consts, **kwargs)`` for every t along axis 1 of ``xs``; the y_t stacked on axis 1.
+
+  Under a JAX trace (jit, grad, vmap...) this is one ``nn.scan`` (parameters broadcast, a fresh dropout key per
+  step): the body is compiled once whatever the length. Outside a trace it is a Python loop over the same call: an
+  eager scan is re-traced and re-compiled on every call (Flax builds a new jaxpr each time, ~0.2 s even for tiny
+  models), while eager ops hit JAX's per-op cache, which makes eager step-by-step decoding and tests fast. Both
+  drivers run the same step function, so they give the same numbers.
+  """
+  def body(module, c, x, k):
+    return module(c, x, k, **kwargs)
+
+  length = jax.tree_util.tree_leaves(xs)[0].shape[1]
+  traced = any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves((carry, xs, consts)))
+  if traced or length == 0:
+    scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False, "dropout": True},
+                   in_axes=(1, nn.broadcast), out_axes=1)
+    return scan(step, carry, xs, consts)
+  ys = []
+  for t in range(length):
+    carry, y = body(step, carry, jax.tree_util.tree_map(lambda x: x[:, t], xs), consts)
+    ys.append(y)
+  return carry, jax.tree_util.tree_map(lambda *y: jnp.stack(y, axis=1), *ys)
+
+
 class _MaskedCellStep(nn.Module):
   """One encoder time step; the carry is frozen and the output zeroed where ``mask`` is False.
 
@@ -88,17 +113,13 @@ class _MaskedCellStep(nn.Module):
   dtype: Any = jnp.float32
 
   @nn.compact
-  def __call__(self, carry, inputs):
+  def __call__(self, carry, inputs, consts=None):
+    del consts  # the _over_time signature; an encoder step needs nothing beyond its input
     x, mask = inputs  # [B, D], [B]
     new_carry, y = _make_cell(self.cell, self.features, self.dtype, name="cell")(carry, x)
     keep = mask[:, None]
     carry = jax.tree_util.tree_map(lambda new, old: jnp.where(keep, new, old), new_carry, carry)
     return carry, jnp.where(keep, y, jnp.zeros_like(y))
-
-
-# One recurrent layer over [B, S, D]: the parameters are shared by every step (broadcast), time is axis 1.
-_MaskedRNN = nn.scan(_MaskedCellStep, variable_broadcast="params", split_rngs={"params": False}, in_axes=1,
-                     out_axes=1)
 
 
 class _DecoderStep(nn.Module):
@@ -277,9 +298,10 @@ class RNNSeq2Seq(nn.Module):
     d = self._direction_dim
     self.src_embed = nn.Embed(self.src_vocab_size, self.embed_dim, dtype=self.dtype, name="src_embed")
     self.tgt_embed = nn.Embed(self.tgt_vocab_size, self.embed_dim, dtype=self.dtype, name="tgt_embed")
-    self.encoder_fwd = [_MaskedRNN(self.cell, d, self.dtype, name=f"encoder_fwd_{l}") for l in range(self.num_layers)]
+    self.encoder_fwd = [_MaskedCellStep(self.cell, d, self.dtype, name=f"encoder_fwd_{l}")
+                        for l in range(self.num_layers)]
     if self._bidirectional:
-      self.encoder_bwd = [_MaskedRNN(self.cell, d, self.dtype, name=f"encoder_bwd_{l}")
+      self.encoder_bwd = [_MaskedCellStep(self.cell, d, self.dtype, name=f"encoder_bwd_{l}")
                           for l in range(self.num_layers)]
     self.decoder_step = _DecoderStep(
         cell=self.cell, hidden_dim=self.hidden_dim, num_layers=self.num_layers, attention=self.attention,
@@ -308,12 +330,12 @@ class RNNSeq2Seq(nn.Module):
     finals = []
     for layer in range(self.num_layers):
       x = self.dropout(x, deterministic=deterministic)
-      carry, out = self.encoder_fwd[layer](_zero_carry(self.cell, batch, d, self.dtype), (x, mask))
+      carry, out = _over_time(self.encoder_fwd[layer], _zero_carry(self.cell, batch, d, self.dtype), (x, mask), None)
       if self._bidirectional:
         # The backward pass reads each row from its LAST REAL token: reversing the real tokens in place keeps the
         # padding at the end, where the frozen carries ignore it.
-        carry_b, out_b = self.encoder_bwd[layer](_zero_carry(self.cell, batch, d, self.dtype),
-                                                 (reverse_real_tokens(x, mask), mask))
+        carry_b, out_b = _over_time(self.encoder_bwd[layer], _zero_carry(self.cell, batch, d, self.dtype),
+                                    (reverse_real_tokens(x, mask), mask), None)
         out = jnp.concatenate([out, reverse_real_tokens(out_b, mask)], axis=-1)
         carry = jax.tree_util.tree_map(lambda f, b: jnp.concatenate([f, b], axis=-1), carry, carry_b)
       finals.append(carry)
@@ -363,15 +385,9 @@ class RNNSeq2Seq(nn.Module):
     state = {k: v for k, v in cache.items() if k != "index"}
     step_memory = {k: memory[k] for k in ("src_mask", "annotations", "keys_proj") if k in memory}
     emb = self.tgt_embed(tgt_in)
-
-    def body(step, carry, emb_t, mem):
-      return step(carry, emb_t, mem, deterministic=deterministic)
-
-    # One scan for every call: teacher forcing scans all T tokens from init_cache, a prefill scans its T tokens from
-    # the cache, a single step scans one token; the body is the same function, hence the same numbers.
-    scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False, "dropout": True},
-                   in_axes=(1, nn.broadcast), out_axes=1)
-    state, (features, weights) = scan(self.decoder_step, state, emb, step_memory)
+    # The same recurrence for every call: teacher forcing runs all T tokens from init_cache, a prefill its T tokens
+    # from the cache, a single step one token; the step function is shared, hence the same numbers.
+    state, (features, weights) = _over_time(self.decoder_step, state, emb, step_memory, deterministic=deterministic)
     if self.tie_output_embedding:
       logits = self.tgt_embed.attend(features) + self.output_bias
     else:

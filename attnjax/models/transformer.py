@@ -1,0 +1,303 @@
+"""The Transformer encoder-decoder (Vaswani et al. 2017, "Attention Is All You Need").
+
+Each encoder layer: self-attention, then a position-wise feed-forward network FFN(x) = max(0, x W₁ + b₁) W₂ + b₂
+(eq. 2); each decoder layer adds encoder-decoder attention between the two, and its self-attention is causal. Every
+sublayer is wrapped as (§5.4: dropout on each sublayer output before the residual sum)
+
+    post-norm (the paper):  x ← LayerNorm(x + Dropout(Sublayer(x)))
+    pre-norm  (Xiong et al. 2020, trains without warm-up tricks at depth):  x ← x + Dropout(Sublayer(LayerNorm(x))),
+              with a final LayerNorm after the last layer of each stack.
+
+Inputs are token embeddings times sqrt(d_model) plus positional encodings (§3.4-3.5), with dropout on the sum.
+Logits are float32 ("label-smoothing-ready": the loss applies the smoothing). Presets ``base`` and ``big`` follow
+Table 3 with the paper's shared source/target vocabulary and tied embeddings (§3.4).
+
+Implements the interface of :mod:`attnjax.models.interface`; the cache holds each decoder layer's self-attention
+keys/values and its projected cross-attention memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from attnjax.layers.attention import MultiHeadAttention
+from attnjax.layers.embedding import POSITIONAL_ENCODINGS, PositionalEncoding, TokenEmbedding
+from attnjax.models.interface import DecoderOutput, source_mask
+
+PRESETS = {
+    # Vaswani et al. 2017, Table 3: N=6, d_model, d_ff, h, P_drop; label smoothing 0.1 belongs to the loss.
+    "base": dict(num_encoder_layers=6, num_decoder_layers=6, d_model=512, d_ff=2048, num_heads=8, dropout_rate=0.1),
+    "big": dict(num_encoder_layers=6, num_decoder_layers=6, d_model=1024, d_ff=4096, num_heads=16, dropout_rate=0.3),
+}
+
+
+def _dense(features, names, dtype, param_dtype, use_bias=True):
+  return nn.Dense(features, use_bias=use_bias, dtype=dtype, param_dtype=param_dtype,
+                  kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), names),
+                  bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), names[-1:]))
+
+
+def _layer_norm(dtype, param_dtype):
+  return nn.LayerNorm(epsilon=1e-6, dtype=dtype, param_dtype=param_dtype,
+                      scale_init=nn.with_logical_partitioning(nn.initializers.ones_init(), ("embed",)),
+                      bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), ("embed",)))
+
+
+class FeedForward(nn.Module):
+  """FFN(x) = max(0, x W₁ + b₁) W₂ + b₂ (eq. 2), W₁: [d_model, d_ff], W₂: [d_ff, d_model]."""
+  d_model: int
+  d_ff: int
+  dropout_rate: float = 0.0  # on the hidden activations (not in the paper; T2T's relu_dropout)
+  dtype: Any = jnp.float32
+  param_dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x, *, deterministic=True):
+    h = nn.relu(_dense(self.d_ff, ("embed", "mlp"), self.dtype, self.param_dtype)(x))
+    h = nn.Dropout(self.dropout_rate)(h, deterministic=deterministic)
+    return _dense(self.d_model, ("mlp", "embed"), self.dtype, self.param_dtype)(h)
+
+
+class _Sublayer(nn.Module):
+  """Residual wrapper: post-norm LayerNorm(x + Dropout(f(x))) or pre-norm x + Dropout(f(LayerNorm(x)))."""
+  pre_norm: bool
+  dropout_rate: float
+  dtype: Any = jnp.float32
+  param_dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x, fn, *, deterministic):
+    norm = _layer_norm(self.dtype, self.param_dtype)
+    y, *extra = fn(norm(x) if self.pre_norm else x)
+    out = x + nn.Dropout(self.dropout_rate)(y, deterministic=deterministic)
+    return (out if self.pre_norm else norm(out)), *extra
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerConfig:
+  d_model: int
+  num_heads: int
+  d_ff: int
+  dropout_rate: float
+  attention_dropout_rate: float
+  relu_dropout_rate: float
+  pre_norm: bool
+  relative: str | None
+  max_relative_distance: int
+  implementation: str
+  dtype: Any
+  param_dtype: Any
+
+  def attention(self, name, relative=None):
+    return MultiHeadAttention(num_heads=self.num_heads, qkv_features=self.d_model, out_features=self.d_model,
+                              dropout_rate=self.attention_dropout_rate, relative=relative,
+                              max_relative_distance=self.max_relative_distance,
+                              implementation="xla" if relative else self.implementation, dtype=self.dtype,
+                              param_dtype=self.param_dtype, name=name)
+
+  def sublayer(self, name):
+    return _Sublayer(self.pre_norm, self.dropout_rate, self.dtype, self.param_dtype, name=name)
+
+  def ffn(self):
+    return FeedForward(self.d_model, self.d_ff, self.relu_dropout_rate, self.dtype, self.param_dtype, name="ffn")
+
+
+class EncoderLayer(nn.Module):
+  """Self-attention + FFN, each wrapped by :class:`_Sublayer`. ``x [B, S, D]``, ``mask [B, 1, 1, S]``."""
+  config: LayerConfig
+
+  @nn.compact
+  def __call__(self, x, mask, *, deterministic=True):
+    cfg = self.config
+    attention = cfg.attention("self_attention", cfg.relative)
+    ffn = cfg.ffn()
+    x, = cfg.sublayer("attention_block")(
+        x, lambda h: attention(h, mask=mask, deterministic=deterministic)[:1], deterministic=deterministic)
+    x, = cfg.sublayer("ffn_block")(x, lambda h: (ffn(h, deterministic=deterministic),), deterministic=deterministic)
+    return x
+
+
+class DecoderLayer(nn.Module):
+  """Causal self-attention, encoder-decoder attention, FFN. ``x [B, T, D]``; returns (x, cache, cross weights)."""
+  config: LayerConfig
+
+  def setup(self):
+    cfg = self.config
+    self.self_attention = cfg.attention("self_attention", cfg.relative)
+    self.cross_attention = cfg.attention("cross_attention")
+    self.ffn = cfg.ffn()
+    self.self_block = cfg.sublayer("self_attention_block")
+    self.cross_block = cfg.sublayer("cross_attention_block")
+    self.ffn_block = cfg.sublayer("ffn_block")
+
+  def __call__(self, x, encoded, src_mask4, *, cache=None, cache_index=None, deterministic=True,
+               return_weights=False):
+    det = deterministic
+    self_cache = None if cache is None else cache["self"]
+    cross_cache = None if cache is None else cache["cross"]
+    x, new_self, _ = self.self_block(
+        x, lambda h: self.self_attention(h, is_causal=cache is None, kv_cache=self_cache, cache_index=cache_index,
+                                         deterministic=det), deterministic=det)
+    x, _, weights = self.cross_block(
+        x, lambda h: self.cross_attention(h, None if cross_cache is not None else encoded, mask=src_mask4,
+                                          kv_cache=cross_cache, deterministic=det, return_weights=return_weights),
+        deterministic=det)
+    x, = self.ffn_block(x, lambda h: (self.ffn(h, deterministic=det),), deterministic=det)
+    new_cache = None if cache is None else {"self": new_self, "cross": cross_cache}
+    return x, new_cache, weights
+
+  def project_memory(self, encoded):
+    return self.cross_attention.project_kv(encoded)
+
+
+class Transformer(nn.Module):
+  """Transformer encoder-decoder (Vaswani et al. 2017) behind the model interface.
+
+  Attributes:
+    src_vocab_size, tgt_vocab_size: vocabulary sizes.
+    num_encoder_layers, num_decoder_layers: N (6 in the paper).
+    d_model, num_heads, d_ff: model width, heads h, FFN width.
+    dropout_rate: P_drop on sublayer outputs and on embeddings + positions.
+    attention_dropout_rate, relu_dropout_rate: dropout on attention weights / FFN activations (0 in the paper).
+    pre_norm: False = the paper's post-norm.
+    positional: ``"sinusoidal"`` | ``"learned"`` | ``"relative"`` (Shaw et al. 2018, in every self-attention).
+    max_length: longest sequence for learned positions.
+    max_relative_distance: Shaw's clipping distance K.
+    shared_vocab: source and target use one vocabulary (required by ``share_source_embeddings``).
+    tie_decoder_embeddings: the pre-softmax projection is the target embedding transposed (§3.4).
+    share_source_embeddings: the source embedding is the target embedding too (§3.4, needs ``shared_vocab``).
+    implementation: attention kernel, ``"xla"`` or ``"blockwise"``.
+    dtype, param_dtype: computation and parameter dtypes (e.g. bfloat16 compute, float32 params).
+  """
+  src_vocab_size: int
+  tgt_vocab_size: int
+  num_encoder_layers: int = 6
+  num_decoder_layers: int = 6
+  d_model: int = 512
+  num_heads: int = 8
+  d_ff: int = 2048
+  dropout_rate: float = 0.1
+  attention_dropout_rate: float = 0.0
+  relu_dropout_rate: float = 0.0
+  pre_norm: bool = False
+  positional: str = "sinusoidal"
+  max_length: int = 1024
+  max_relative_distance: int = 16
+  shared_vocab: bool = False
+  tie_decoder_embeddings: bool = True
+  share_source_embeddings: bool = False
+  implementation: str = "xla"
+  dtype: Any = jnp.float32
+  param_dtype: Any = jnp.float32
+
+  def __post_init__(self):
+    # Checked at construction, i.e. when a config becomes a model, before anything is initialised or compiled.
+    if self.d_model % self.num_heads:
+      raise ValueError(f"num_heads ({self.num_heads}) must divide d_model ({self.d_model})")
+    if self.positional not in POSITIONAL_ENCODINGS:
+      raise ValueError(f"positional must be one of {POSITIONAL_ENCODINGS}, got {self.positional!r}")
+    if self.share_source_embeddings and not self.shared_vocab:
+      raise ValueError("share_source_embeddings=True needs shared_vocab=True: tying source and target embeddings "
+                       "is only meaningful with one vocabulary")
+    if self.shared_vocab and self.src_vocab_size != self.tgt_vocab_size:
+      raise ValueError(f"shared_vocab=True but src_vocab_size={self.src_vocab_size} != "
+                       f"tgt_vocab_size={self.tgt_vocab_size}")
+    for name in ("src_vocab_size", "tgt_vocab_size", "num_encoder_layers", "num_decoder_layers", "d_model", "d_ff",
+                 "max_length"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+    super().__post_init__()
+
+  def setup(self):
+    cfg = LayerConfig(self.d_model, self.num_heads, self.d_ff, self.dropout_rate, self.attention_dropout_rate,
+                      self.relu_dropout_rate, self.pre_norm, "shaw" if self.positional == "relative" else None,
+                      self.max_relative_distance, self.implementation, self.dtype, self.param_dtype)
+    embed = lambda vocab, name: TokenEmbedding(vocab, self.d_model, dtype=self.dtype, param_dtype=self.param_dtype,
+                                               name=name)
+    self.tgt_embed = embed(self.tgt_vocab_size, "tgt_embed")
+    self.src_embed = self.tgt_embed if self.share_source_embeddings else embed(self.src_vocab_size, "src_embed")
+    self.positions = PositionalEncoding(self.positional, self.d_model, self.max_length, self.dtype, self.param_dtype)
+    self.encoder_layers = [EncoderLayer(cfg, name=f"encoder_{i}") for i in range(self.num_encoder_layers)]
+    self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_{i}") for i in range(self.num_decoder_layers)]
+    if self.pre_norm:
+      self.encoder_norm = _layer_norm(self.dtype, self.param_dtype)
+      self.decoder_norm = _layer_norm(self.dtype, self.param_dtype)
+    if not self.tie_decoder_embeddings:
+      self.logits_dense = _dense(self.tgt_vocab_size, ("embed", "vocab"), jnp.float32, self.param_dtype)
+    self.input_dropout = nn.Dropout(self.dropout_rate)
+
+  def _embed(self, embed, ids, positions, deterministic):
+    x = embed(ids)
+    pe = self.positions(positions)
+    if pe is not None:
+      x = x + pe
+    return self.input_dropout(x, deterministic=deterministic)
+
+  def encode(self, src, src_mask=None, *, deterministic=True):
+    """``src [B, S]`` -> ``{"encoded": [B, S, D], "src_mask": [B, S]}``."""
+    mask = source_mask(src, src_mask)
+    x = self._embed(self.src_embed, src, jnp.arange(src.shape[1]), deterministic)
+    attn_mask = mask[:, None, None, :]
+    for layer in self.encoder_layers:
+      x = layer(x, attn_mask, deterministic=deterministic)
+    if self.pre_norm:
+      x = self.encoder_norm(x)
+    return {"encoded": x, "src_mask": mask}
+
+  def init_cache(self, memory, max_length):
+    """Self-attention buffers of ``max_length`` positions and the projected memory, per decoder layer."""
+    if self.positional == "learned" and max_length > self.max_length:
+      raise ValueError(f"max_length {max_length} exceeds the learned position table ({self.max_length})")
+    encoded = memory["encoded"]
+    batch = encoded.shape[0]
+    head_dim = self.d_model // self.num_heads
+    zeros = jnp.zeros((batch, max_length, self.num_heads, head_dim), self.dtype)
+    layers = tuple({"self": {"key": zeros, "value": zeros}, "cross": layer.project_memory(encoded)}
+                   for layer in self.decoder_layers)
+    return {"index": jnp.zeros((batch,), jnp.int32), "layers": layers}
+
+  def decode(self, tgt_in, memory, cache=None, *, deterministic=True, return_attention=False):
+    """Teacher forcing over ``tgt_in [B, T]`` (no cache) or T more steps from a cache; see the interface."""
+    t = tgt_in.shape[1]
+    start = None if cache is None else cache["index"][0]  # rows decode in lockstep
+    positions = jnp.arange(t) if cache is None else start + jnp.arange(t)
+    x = self._embed(self.tgt_embed, tgt_in, positions, deterministic)
+    src_mask4 = memory["src_mask"][:, None, None, :]
+    new_layers, weights = [], None
+    for i, layer in enumerate(self.decoder_layers):
+      last = i == len(self.decoder_layers) - 1
+      x, layer_cache, w = layer(x, memory["encoded"], src_mask4, cache=None if cache is None else cache["layers"][i],
+                                cache_index=start, deterministic=deterministic,
+                                return_weights=return_attention and last)
+      new_layers.append(layer_cache)
+      weights = w if w is not None else weights
+    if self.pre_norm:
+      x = self.decoder_norm(x)
+    logits = self.tgt_embed.attend(x) if self.tie_decoder_embeddings else self.logits_dense(x.astype(jnp.float32))
+    new_cache = None if cache is None else {"index": cache["index"] + t, "layers": tuple(new_layers)}
+    attention = None if weights is None else weights.mean(axis=1)  # [B, N, T, S] -> [B, T, S]
+    return DecoderOutput(logits.astype(jnp.float32), new_cache, attention)
+
+  def __call__(self, src, tgt_in, src_mask=None, *, deterministic=True):
+    memory = self.encode(src, src_mask, deterministic=deterministic)
+    return self.decode(tgt_in, memory, deterministic=deterministic).logits
+
+
+def transformer_preset(name: str, *, vocab_size: int = 37000, **overrides) -> Transformer:
+  """``base`` or ``big`` of Table 3 with one shared vocabulary and all embeddings tied (as in the paper)."""
+  if name not in PRESETS:
+    raise ValueError(f"unknown Transformer preset {name!r}; choose from {sorted(PRESETS)}")
+  kwargs = dict(PRESETS[name], src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, shared_vocab=True,
+                tie_decoder_embeddings=True, share_source_embeddings=True)
+  kwargs.update(overrides)
+  return Transformer(**kwargs)
+
+
+def count_params(params) -> int:
+  """Number of scalars in a parameter tree (boxed or not)."""
+  return sum(int(x.size) for x in jax.tree_util.tree_leaves(nn.meta.unbox(params)))

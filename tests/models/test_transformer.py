@@ -1,0 +1,79 @@
+"""Transformer (Vaswani et al. 2017): interface conformance, paper parameter counts, config validation."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attnjax.models.transformer import Transformer, count_params, transformer_preset
+from tests.models import conformance
+
+V = 13
+
+
+def _model(**kw):
+  base = dict(src_vocab_size=V, tgt_vocab_size=V, num_encoder_layers=2, num_decoder_layers=2, d_model=16,
+              num_heads=4, d_ff=32, dropout_rate=0.1, max_length=32, max_relative_distance=3)
+  base.update(kw)
+  return Transformer(**base)
+
+
+VARIANTS = {
+    "post_norm_sinusoidal": dict(),
+    "pre_norm_learned_untied": dict(pre_norm=True, positional="learned", tie_decoder_embeddings=False),
+    "relative_shared_vocab": dict(positional="relative", shared_vocab=True, share_source_embeddings=True),
+    "blockwise": dict(implementation="blockwise", attention_dropout_rate=0.1),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_transformer_conforms_to_the_model_interface(rng, variant):
+  model = _model(**VARIANTS[variant])
+  src, tgt = conformance.random_batch(rng, 3, 7, 6, V, src_lengths=[7, 4, 2], tgt_lengths=[6, 3, 5])
+  variables = conformance.init(model, src, tgt)
+  assert model.apply(variables, src, tgt).shape == (3, 6, V)
+  conformance.assert_finite_nonzero_gradients(model, variables, src, tgt)
+  conformance.assert_teacher_forcing_equals_incremental(model, variables, src, tgt)
+  conformance.assert_teacher_forcing_equals_incremental(model, variables, src, tgt, prefill=4)
+  conformance.assert_padding_does_not_change_real_positions(model, variables, src, tgt)
+
+
+def test_cross_attention_weights_are_a_distribution_over_real_source_tokens(rng):
+  model = _model()
+  src, tgt = conformance.random_batch(rng, 2, 6, 4, V, src_lengths=[6, 3])
+  variables = conformance.init(model, src, tgt)
+  memory = model.apply(variables, src, method=model.encode)
+  out = model.apply(variables, tgt, memory, return_attention=True, method=model.decode)
+  assert out.attention.shape == (2, 4, 6)
+  np.testing.assert_allclose(out.attention.sum(-1), 1.0, rtol=1e-5)
+  np.testing.assert_array_equal(out.attention[1, :, 3:], 0.0)
+
+
+def _paper_count(d, d_ff, layers, vocab):
+  """Parameters of the paper's model counted from its description: shared embedding, post-norm, biases."""
+  attention = 4 * (d * d + d)
+  ffn = d * d_ff + d_ff + d_ff * d + d
+  norm = 2 * d
+  return vocab * d + layers * (attention + ffn + 2 * norm) + layers * (2 * attention + ffn + 3 * norm)
+
+
+@pytest.mark.parametrize("name, d, d_ff, paper_millions", [("base", 512, 2048, 65), ("big", 1024, 4096, 213)])
+def test_preset_parameter_counts_match_the_paper(name, d, d_ff, paper_millions):
+  model = transformer_preset(name, vocab_size=37000)
+  shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), jnp.ones((1, 3), jnp.int32),
+                                             jnp.ones((1, 3), jnp.int32)))
+  n = count_params(shapes["params"])
+  assert n == _paper_count(d, d_ff, 6, 37000)
+  # The paper reports 65M and 213M (Table 3); its vocabulary is "about 37000", so allow the rounding that implies.
+  assert abs(n / 1e6 - paper_millions) / paper_millions < 0.035, n
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(num_heads=5), "num_heads"),
+    (dict(positional="rotary"), "positional"),
+    (dict(share_source_embeddings=True), "shared_vocab"),
+    (dict(shared_vocab=True, tgt_vocab_size=V + 1), "src_vocab_size"),
+])
+def test_invalid_configs_are_refused_at_construction(kwargs, match):
+  with pytest.raises(ValueError, match=match):
+    _model(**kwargs)
