@@ -407,12 +407,14 @@ def squad_scores(predictions: Mapping[str, str], dataset_or_answers: Mapping[str
 
   exact, f1, has_answer, missing = {}, {}, {}, []
   for qid, answers in gold.items():
+    # As in the official script, a question "has an answer" when its answer list is non-empty, even if every answer
+    # normalizes to nothing (e.g. "The") and it is then scored against the gold "".
+    has_answer[qid] = bool(answers)
     if version == "2.0":
       answers = [a for a in answers if normalize_answer(a)] or [""]
     elif not answers:
       raise ValueError(f"question {qid!r} has no gold answer, which SQuAD v1.1 does not allow: score with "
                        f"version='2.0' if the data has unanswerable questions")
-    has_answer[qid] = answers != [""]
     if qid not in predictions:
       missing.append(qid)
       exact[qid] = f1[qid] = 0.0

@@ -1,0 +1,240 @@
+"""Greedy and beam search for any model of the interface in :mod:`attnjax.models.interface`.
+
+Both are one ``jax.jit``-compiled ``lax.while_loop`` over incremental (cached) decoder steps.
+
+Beam search keeps, per sentence, K alive hypotheses and K finished ones (Wu et al. 2016, GNMT §7; the finalisation
+rule of fairseq): each step takes the top 2K continuations of the alive beams; those ending in EOS *and ranked among
+the top K* are finished with the length-normalised score
+
+    s(Y) = log P(Y|X) / lp(Y),    lp(Y) = ((5 + |Y|) / 6)^α      (|Y| counts the generated tokens, EOS included)
+
+and the best K others stay alive. A sentence stops when K hypotheses are finished and no alive one can still beat the
+worst of them (its log-probability only falls; for α ≥ 0 its best possible score is logp / lp(max length)). A stopped
+sentence is frozen, so its result does not depend on which other sentences share the batch; its length limit is
+``max_len_a · (its real source length) + max_len_b``, never a batch-wide value.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from attnjax.models.interface import BOS_ID, EOS_ID, PAD_ID, source_mask
+
+NEG_INF = -1.0e9  # finite: -inf - (-inf) would give NaN in score differences
+
+
+class DecodeResult(NamedTuple):
+  tokens: Any  # greedy [B, L]; beam [B, n_best, L]: generated ids, EOS included, PAD after it
+  lengths: Any  # [B] / [B, n_best]: generated tokens, EOS included
+  scores: Any  # [B] / [B, n_best]: log-probability (greedy) or length-normalised score (beam)
+  attention: Any = None  # [B, L, S] / [B, n_best, L, S] cross-attention of the returned hypotheses, on request
+
+
+def length_penalty(length, alpha: float):
+  """GNMT length penalty ((5 + |Y|) / 6)^α (Wu et al. 2016, eq. 14)."""
+  return ((5.0 + jnp.asarray(length, jnp.float32)) / 6.0) ** alpha
+
+
+def _max_lengths(src_mask, max_len_a: float, max_len_b: int, max_len: int | None):
+  """Per-row limit on generated tokens and the static buffer length L."""
+  src_lengths = src_mask.sum(axis=1)
+  limit = jnp.floor(max_len_a * src_lengths).astype(jnp.int32) + max_len_b
+  buffer = int(max_len_a * src_mask.shape[1]) + max_len_b
+  if max_len is not None:
+    buffer = min(buffer, max_len)
+  return jnp.clip(limit, 1, buffer), max(buffer, 1)
+
+
+def _step(model, variables, tokens, memory, cache, return_attention):
+  """One cached decoder step: tokens ``[N]`` → (log-probs ``[N, V]``, cache, attention ``[N, S]`` or None)."""
+  out = model.apply(variables, tokens[:, None], memory, cache, return_attention=return_attention,
+                    method=model.decode)
+  attention = None if out.attention is None else out.attention[:, 0]
+  return jax.nn.log_softmax(out.logits[:, 0].astype(jnp.float32)), out.cache, attention
+
+
+@functools.partial(jax.jit, static_argnames=("model", "max_len_a", "max_len_b", "max_len", "bos_id", "eos_id",
+                                             "return_attention"))
+def _greedy(model, variables, src, src_mask, *, max_len_a, max_len_b, max_len, bos_id, eos_id, return_attention):
+  src_mask = source_mask(src, src_mask)
+  limit, length = _max_lengths(src_mask, max_len_a, max_len_b, max_len)
+  batch = src.shape[0]
+  memory = model.apply(variables, src, src_mask, method=model.encode)
+  cache = model.apply(variables, memory, length, method=model.init_cache)
+  attn0 = jnp.zeros((batch, length, src.shape[1]), jnp.float32) if return_attention else None
+  init = (jnp.int32(0), jnp.full((batch, length), PAD_ID, jnp.int32), jnp.full((batch,), bos_id, jnp.int32),
+          jnp.zeros((batch,), bool), jnp.zeros((batch,), jnp.float32), cache, attn0)
+
+  def cond(state):
+    i, _, _, done, *_ = state
+    return (i < length) & ~jnp.all(done)
+
+  def body(state):
+    i, tokens, last, done, logp, cache, attn = state
+    logprobs, cache, a = _step(model, variables, last, memory, cache, return_attention)
+    force_eos = i + 1 >= limit  # the row's length limit: only EOS may follow
+    logprobs = jnp.where(force_eos[:, None] & (jnp.arange(logprobs.shape[1]) != eos_id)[None], NEG_INF, logprobs)
+    nxt = jnp.argmax(logprobs, axis=-1).astype(jnp.int32)
+    nxt = jnp.where(done, PAD_ID, nxt)
+    logp = logp + jnp.where(done, 0.0, jnp.take_along_axis(logprobs, nxt[:, None], axis=1)[:, 0])
+    tokens = tokens.at[:, i].set(nxt)
+    if attn is not None:
+      attn = attn.at[:, i].set(jnp.where(done[:, None], 0.0, a))
+    return i + 1, tokens, nxt, done | (nxt == eos_id), logp, cache, attn
+
+  _, tokens, _, _, logp, _, attn = jax.lax.while_loop(cond, body, init)
+  lengths = jnp.sum(tokens != PAD_ID, axis=1)
+  return DecodeResult(tokens, lengths, logp, attn)
+
+
+def greedy_search(model, variables, src, *, src_mask=None, max_len_a: float = 1.5, max_len_b: int = 10,
+                  max_len: int | None = None, bos_id: int = BOS_ID, eos_id: int = EOS_ID,
+                  return_attention: bool = False) -> DecodeResult:
+  """Greedy decoding: the argmax token at every step until EOS or the row's length limit.
+
+  Args:
+    model, variables: a model of the interface and its variables (``{"params": ...}``).
+    src: ``[B, S]`` source ids; ``src_mask``: ``[B, S]`` bool (default ``src != PAD_ID``).
+    max_len_a, max_len_b: a row generates at most ``max_len_a · source_length + max_len_b`` tokens (EOS included).
+    max_len: optional cap on that for every row (also the buffer size).
+    return_attention: also return the cross-attention weights of each step.
+
+  Returns:
+    :class:`DecodeResult` with ``tokens [B, L]``.
+  """
+  return _greedy(model, variables, src, src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len=max_len,
+                 bos_id=bos_id, eos_id=eos_id, return_attention=return_attention)
+
+
+def _gather_beams(tree, flat_index):
+  """Reorders every leaf (batch-first, B·K rows) by ``flat_index [B·K']``."""
+  return jax.tree_util.tree_map(lambda x: jnp.take(x, flat_index, axis=0), tree)
+
+
+@functools.partial(jax.jit, static_argnames=("model", "beam_size", "alpha", "max_len_a", "max_len_b", "max_len",
+                                             "n_best", "bos_id", "eos_id", "return_attention"))
+def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_len_b, max_len, n_best, bos_id,
+          eos_id, return_attention):
+  k = beam_size
+  src_mask = source_mask(src, src_mask)
+  limit, length = _max_lengths(src_mask, max_len_a, max_len_b, max_len)
+  batch, src_len = src.shape
+  memory = model.apply(variables, src, src_mask, method=model.encode)
+  memory = jax.tree_util.tree_map(lambda x: jnp.repeat(x, k, axis=0), memory)  # [B·K, ...]
+  cache = model.apply(variables, memory, length, method=model.init_cache)
+  best_possible_lp = length_penalty(limit, alpha)  # [B]
+  offsets = (jnp.arange(batch) * k)[:, None]
+
+  seqs0 = jnp.full((batch, k, length + 1), PAD_ID, jnp.int32).at[:, :, 0].set(bos_id)
+  attn0 = jnp.zeros((batch, k, length, src_len), jnp.float32) if return_attention else None
+  state = dict(
+      i=jnp.int32(0),
+      alive_seqs=seqs0,
+      alive_logp=jnp.tile(jnp.array([0.0] + [NEG_INF] * (k - 1), jnp.float32), (batch, 1)),  # K copies of BOS: keep one
+      alive_attn=attn0,
+      cache=cache,
+      fin_seqs=seqs0,
+      fin_scores=jnp.full((batch, k), NEG_INF, jnp.float32),
+      fin_logp=jnp.full((batch, k), NEG_INF, jnp.float32),
+      fin_attn=attn0,
+      done=jnp.zeros((batch,), bool),
+  )
+
+  def cond(s):
+    return (s["i"] < length) & ~jnp.all(s["done"])
+
+  def body(s):
+    i = s["i"]
+    tokens = s["alive_seqs"][:, :, i].reshape(batch * k)
+    logprobs, cache, a = _step(model, variables, tokens, memory, s["cache"], return_attention)
+    vocab = logprobs.shape[-1]
+    force_eos = (i + 1 >= limit)[:, None, None]
+    logprobs = logprobs.reshape(batch, k, vocab)
+    logprobs = jnp.where(force_eos & (jnp.arange(vocab) != eos_id), NEG_INF, logprobs)
+    cand = (s["alive_logp"][:, :, None] + logprobs).reshape(batch, k * vocab)
+    cand_logp, cand_index = jax.lax.top_k(cand, 2 * k)  # [B, 2K]
+    cand_beam, cand_token = cand_index // vocab, (cand_index % vocab).astype(jnp.int32)
+    flat = (offsets + cand_beam).reshape(-1)
+    cand_seqs = jnp.take(s["alive_seqs"].reshape(batch * k, -1), flat, axis=0).reshape(batch, 2 * k, -1)
+    cand_seqs = cand_seqs.at[:, :, i + 1].set(cand_token)
+    cand_attn = None
+    if return_attention:
+      step_attn = jnp.take(a, flat, axis=0).reshape(batch, 2 * k, src_len)
+      cand_attn = jnp.take(s["alive_attn"].reshape(batch * k, length, src_len), flat, axis=0)
+      cand_attn = cand_attn.reshape(batch, 2 * k, length, src_len).at[:, :, i].set(step_attn)
+    is_eos = cand_token == eos_id
+    # fairseq's rule: an EOS continuation is finished only if it ranks among the top K (so K=1 is greedy)
+    finishing = is_eos & (jnp.arange(2 * k) < k)[None] & (cand_logp > NEG_INF / 2)
+    cand_scores = jnp.where(finishing, cand_logp / length_penalty(i + 1, alpha), NEG_INF)
+
+    # finished: best K of (old finished ∪ newly finished); rows already done stay frozen
+    all_scores = jnp.concatenate([s["fin_scores"], cand_scores], axis=1)
+    top_scores, top = jax.lax.top_k(all_scores, k)
+    pick = lambda old, new: jnp.take_along_axis(jnp.concatenate([old, new], axis=1),
+                                                top.reshape(top.shape + (1,) * (old.ndim - 2)), axis=1)
+    keep = lambda old, new: jnp.where(s["done"].reshape((-1,) + (1,) * (old.ndim - 1)), old, new)
+    fin_seqs = keep(s["fin_seqs"], pick(s["fin_seqs"], cand_seqs))
+    fin_scores = keep(s["fin_scores"], top_scores)
+    fin_logp = keep(s["fin_logp"], pick(s["fin_logp"], jnp.where(finishing, cand_logp, NEG_INF)))
+    fin_attn = None if not return_attention else keep(s["fin_attn"], pick(s["fin_attn"], cand_attn))
+
+    # alive: best K non-EOS continuations
+    alive_cand = jnp.where(is_eos, NEG_INF, cand_logp)
+    alive_logp, alive_top = jax.lax.top_k(alive_cand, k)
+    alive_seqs = jnp.take_along_axis(cand_seqs, alive_top[:, :, None], axis=1)
+    beams_flat = (offsets + jnp.take_along_axis(cand_beam, alive_top, axis=1)).reshape(-1)
+    cache = _gather_beams(cache, beams_flat)
+    alive_attn = None
+    if return_attention:
+      alive_attn = jnp.take_along_axis(cand_attn, alive_top[:, :, None, None], axis=1)
+
+    # a row is done when K are finished and no alive hypothesis can beat the worst finished one
+    best_alive = alive_logp[:, 0] / best_possible_lp
+    done = s["done"] | ((fin_scores[:, -1] > NEG_INF / 2) & (fin_scores[:, -1] >= best_alive))
+    done = done | (i + 1 >= limit)
+    return dict(i=i + 1, alive_seqs=alive_seqs, alive_logp=alive_logp, alive_attn=alive_attn, cache=cache,
+                fin_seqs=fin_seqs, fin_scores=fin_scores, fin_logp=fin_logp, fin_attn=fin_attn, done=done)
+
+  s = jax.lax.while_loop(cond, body, state)
+  # A row with fewer than n_best finished hypotheses (cut by the buffer) is completed from its alive ones.
+  has_fin = s["fin_scores"] > NEG_INF / 2
+  alive_len = jnp.sum(s["alive_seqs"][:, :, 1:] != PAD_ID, axis=-1)
+  alive_scores = s["alive_logp"] / length_penalty(alive_len, alpha)
+  scores = jnp.concatenate([jnp.where(has_fin, s["fin_scores"], NEG_INF), alive_scores - 1e6], axis=1)
+  best, order = jax.lax.top_k(scores, n_best)
+  seqs = jnp.take_along_axis(jnp.concatenate([s["fin_seqs"], s["alive_seqs"]], axis=1), order[:, :, None], axis=1)
+  tokens = seqs[:, :, 1:]
+  from_alive = order >= k
+  best = jnp.where(from_alive, best + 1e6, best)
+  attn = None
+  if return_attention:
+    attn = jnp.take_along_axis(jnp.concatenate([s["fin_attn"], s["alive_attn"]], axis=1),
+                               order[:, :, None, None], axis=1)
+  return DecodeResult(tokens, jnp.sum(tokens != PAD_ID, axis=-1), best, attn)
+
+
+def beam_search(model, variables, src, *, src_mask=None, beam_size: int = 4, alpha: float = 0.6,
+                max_len_a: float = 1.5, max_len_b: int = 10, max_len: int | None = None, n_best: int = 1,
+                bos_id: int = BOS_ID, eos_id: int = EOS_ID, return_attention: bool = False) -> DecodeResult:
+  """Beam search with the GNMT length penalty (see the module docstring).
+
+  Args:
+    model, variables, src, src_mask, max_len_a, max_len_b, max_len, return_attention: as :func:`greedy_search`.
+    beam_size: K.
+    alpha: length-penalty exponent α (0 = raw log-probability; the paper's Transformer used 0.6).
+    n_best: hypotheses returned per sentence, best first (≤ K).
+
+  Returns:
+    :class:`DecodeResult` with ``tokens [B, n_best, L]``, ``scores`` the length-normalised scores.
+  """
+  if not 1 <= n_best <= beam_size:
+    raise ValueError(f"n_best must be in [1, beam_size={beam_size}], got {n_best}")
+  if alpha < 0:
+    raise ValueError(f"alpha must be >= 0 (the early-stopping bound assumes it), got {alpha}")
+  return _beam(model, variables, src, src_mask, beam_size=beam_size, alpha=float(alpha), max_len_a=max_len_a,
+               max_len_b=max_len_b, max_len=max_len, n_best=n_best, bos_id=bos_id, eos_id=eos_id,
+               return_attention=return_attention)

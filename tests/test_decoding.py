@@ -1,0 +1,164 @@
+"""Greedy and beam search over the model interface."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from attnjax.decoding import beam_search, greedy_search, length_penalty
+from attnjax.models.interface import BOS_ID, EOS_ID, PAD_ID
+from attnjax.models.transformer import Transformer
+from tests.models import conformance
+
+V = 9
+
+
+def _model(**kw):
+  cfg = dict(src_vocab_size=V, tgt_vocab_size=V, num_encoder_layers=1, num_decoder_layers=2, d_model=16, num_heads=2,
+             d_ff=32, dropout_rate=0.0)
+  cfg.update(kw)
+  return Transformer(**cfg)
+
+
+@pytest.fixture(scope="module")
+def random_model():
+  rng = np.random.default_rng(0)
+  model = _model()
+  src, tgt = conformance.random_batch(rng, 8, 6, 5, V, src_lengths=[6, 5, 4, 3, 6, 2, 5, 4])
+  variables = conformance.init(model, src, tgt, seed=3)
+  # sharpen the random model so that it ends sentences at varied lengths instead of running to the limit
+  variables = jax.tree_util.tree_map(lambda x: x * 2.0, variables)
+  return model, variables, src
+
+
+def _log_prob(model, variables, src, tokens):
+  """log P(tokens | src) by teacher forcing, tokens [L] ending in EOS."""
+  tgt_in = jnp.asarray([[BOS_ID] + list(tokens[:-1])])
+  logits = model.apply(variables, src[None], tgt_in)
+  return float(jnp.sum(jax.nn.log_softmax(logits[0])[jnp.arange(len(tokens)), jnp.asarray(tokens)]))
+
+
+def _strip(tokens):
+  tokens = list(np.asarray(tokens))
+  return tokens[:tokens.index(EOS_ID) + 1] if EOS_ID in tokens else [t for t in tokens if t != PAD_ID]
+
+
+def test_beam_size_one_equals_greedy(random_model):
+  model, variables, src = random_model
+  greedy = greedy_search(model, variables, src, max_len_b=6)
+  beam = beam_search(model, variables, src, beam_size=1, alpha=0.0, max_len_b=6)
+  np.testing.assert_array_equal(beam.tokens[:, 0], greedy.tokens)
+  np.testing.assert_allclose(beam.scores[:, 0], greedy.scores, rtol=1e-5)
+
+
+def test_greedy_log_prob_equals_teacher_forced_log_prob(random_model):
+  model, variables, src = random_model
+  greedy = greedy_search(model, variables, src, max_len_b=6)
+  for b in range(src.shape[0]):
+    tokens = _strip(greedy.tokens[b])
+    if tokens[-1] == EOS_ID:
+      assert abs(_log_prob(model, variables, src[b], tokens) - float(greedy.scores[b])) < 1e-4
+
+
+def test_wide_beam_finds_the_exhaustive_best_hypothesis(random_model):
+  model, variables, src = random_model
+  max_gen, alpha = 3, 0.6
+  result = beam_search(model, variables, src[:2], beam_size=64, alpha=alpha, max_len_a=0.0, max_len_b=max_gen,
+                       n_best=3)
+  words = [t for t in range(V) if t not in (PAD_ID, BOS_ID, EOS_ID)]
+  for b in range(2):
+    best = []
+    for n in range(max_gen):  # every sequence of n words followed by EOS
+      for seq in itertools.product(words, repeat=n):
+        tokens = list(seq) + [EOS_ID]
+        best.append((_log_prob(model, variables, src[b], tokens) / float(length_penalty(len(tokens), alpha)), tokens))
+    best.sort(key=lambda x: -x[0])
+    for rank in range(3):
+      assert _strip(result.tokens[b, rank]) == best[rank][1]
+      assert abs(float(result.scores[b, rank]) - best[rank][0]) < 1e-4
+
+
+def test_beam_output_independent_of_batch_size(random_model):
+  model, variables, src = random_model
+  full = beam_search(model, variables, src, beam_size=3, max_len_b=5, return_attention=True)
+  for size in (1, 3):
+    for start in range(0, 8, size):
+      part = beam_search(model, variables, src[start:start + size], beam_size=3, max_len_b=5, return_attention=True)
+      for j in range(part.tokens.shape[0]):
+        assert _strip(part.tokens[j, 0]) == _strip(full.tokens[start + j, 0])
+        np.testing.assert_allclose(part.scores[j], full.scores[start + j], rtol=1e-5, atol=1e-5)
+
+
+def test_length_limit_is_relative_to_each_source(random_model):
+  model, variables, src = random_model
+  result = greedy_search(model, variables, src, max_len_a=1.0, max_len_b=1)
+  src_lengths = np.asarray((src != PAD_ID).sum(1))
+  assert (np.asarray(result.lengths) <= src_lengths + 1).all()
+  beam = beam_search(model, variables, src, beam_size=2, max_len_a=1.0, max_len_b=1)
+  assert (np.asarray(beam.lengths[:, 0]) <= src_lengths + 1).all()
+
+
+def test_attention_of_the_chosen_hypothesis_is_returned(random_model):
+  model, variables, src = random_model
+  result = beam_search(model, variables, src, beam_size=2, max_len_b=4, return_attention=True)
+  attn = np.asarray(result.attention[:, 0])  # [B, L, S]
+  lengths = np.asarray(result.lengths[:, 0])
+  src_lengths = np.asarray((src != PAD_ID).sum(1))
+  for b in range(src.shape[0]):
+    np.testing.assert_allclose(attn[b, :lengths[b]].sum(-1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(attn[b, :, src_lengths[b]:], 0.0)
+  # the same weights as teacher forcing the chosen hypothesis
+  tokens = _strip(result.tokens[0, 0])
+  memory = model.apply(variables, src[:1], method=model.encode)
+  out = model.apply(variables, jnp.asarray([[BOS_ID] + tokens[:-1]]), memory, return_attention=True,
+                    method=model.decode)
+  np.testing.assert_allclose(attn[0, :len(tokens)], out.attention[0], atol=1e-5)
+
+
+def test_bad_beam_arguments_are_refused(random_model):
+  model, variables, src = random_model
+  with pytest.raises(ValueError, match="n_best"):
+    beam_search(model, variables, src, beam_size=2, n_best=3)
+
+
+def test_model_trained_on_a_copy_task_decodes_it_exactly():
+  rng = np.random.default_rng(0)
+  model = _model(num_encoder_layers=2, d_model=32, num_heads=4, d_ff=64)
+
+  def batch(n):
+    lengths = rng.integers(2, 7, size=n)
+    src = np.zeros((n, 7), np.int32)
+    for i, length in enumerate(lengths):
+      src[i, :length] = rng.integers(3, V, size=length)
+    tgt_out = np.zeros((n, 8), np.int32)
+    tgt_out[:, :7] = src
+    tgt_out[np.arange(n), lengths] = EOS_ID
+    tgt_in = np.concatenate([np.full((n, 1), BOS_ID), tgt_out[:, :-1]], axis=1)
+    return jnp.asarray(src), jnp.asarray(tgt_in), jnp.asarray(tgt_out)
+
+  src, tgt_in, tgt_out = batch(64)
+  params = conformance.init(model, src, tgt_in)["params"]
+  opt = optax.adam(3e-3)
+  opt_state = opt.init(params)
+
+  @jax.jit
+  def step(params, opt_state, src, tgt_in, tgt_out):
+    def loss(p):
+      logits = model.apply({"params": p}, src, tgt_in)
+      nll = optax.softmax_cross_entropy_with_integer_labels(logits, tgt_out)
+      return jnp.sum(nll * (tgt_out != PAD_ID)) / jnp.sum(tgt_out != PAD_ID)
+    value, grads = jax.value_and_grad(loss)(params)
+    updates, opt_state = opt.update(grads, opt_state)
+    return optax.apply_updates(params, updates), opt_state, value
+
+  for _ in range(400):
+    params, opt_state, loss = step(params, opt_state, *batch(64))
+  src, _, tgt_out = batch(32)
+  for decode in (greedy_search, lambda *a, **k: beam_search(*a, beam_size=3, **k)):
+    result = decode(model, {"params": params}, src, max_len_a=1.0, max_len_b=2)
+    tokens = result.tokens if result.tokens.ndim == 2 else result.tokens[:, 0]
+    for b in range(32):
+      assert _strip(tokens[b]) == _strip(tgt_out[b]), (b, float(loss))

@@ -1,0 +1,339 @@
+"""Tests of attnjax.metrics: known values worked by hand from each metric's definition, and the error paths."""
+
+import logging
+import math
+import subprocess
+import sys
+
+import pytest
+
+from attnjax import metrics
+
+# ---------------------------------------------------------------------------------------------------- BLEU
+
+
+def test_bleu_of_identical_text_is_100():
+  result = metrics.bleu(["the cat sat on the mat", "a dog barked"], ["the cat sat on the mat", "a dog barked"])
+  assert result.score == pytest.approx(100.0)
+  assert result.details["bp"] == pytest.approx(1.0)
+
+
+def test_bleu_matches_hand_computed_modified_precisions_and_brevity_penalty():
+  # hyp: the cat sat on the mat (6 words), ref: the cat sat on a red mat (7 words).
+  # 1-grams: the (2 in hyp, clipped to 1), cat, sat, on, mat -> 5/6
+  # 2-grams: the cat, cat sat, sat on (not: on the, the mat) -> 3/5
+  # 3-grams: the cat sat, cat sat on -> 2/4;  4-grams: the cat sat on -> 1/3
+  precisions = [5 / 6, 3 / 5, 2 / 4, 1 / 3]
+  bp = math.exp(1 - 7 / 6)  # hyp shorter than ref
+  expected = 100 * bp * math.exp(sum(math.log(p) for p in precisions) / 4)
+  result = metrics.bleu(["the cat sat on the mat"], ["the cat sat on a red mat"])
+  assert result.score == pytest.approx(expected, rel=1e-9)
+  assert result.details["precisions"] == pytest.approx([100 * p for p in precisions])
+  assert result.details["bp"] == pytest.approx(bp)
+  assert (result.details["sys_len"], result.details["ref_len"]) == (6, 7)
+
+
+def test_bleu_pools_ngram_counts_over_the_corpus_rather_than_averaging_sentences():
+  # Segment 2 (a dog barked | a dog barked loudly) adds 3/3, 2/2, 1/1, 0/0 matches to segment 1's counts above.
+  precisions = [8 / 9, 5 / 7, 3 / 5, 1 / 3]
+  bp = math.exp(1 - 11 / 9)
+  expected = 100 * bp * math.exp(sum(math.log(p) for p in precisions) / 4)
+  result = metrics.bleu(["the cat sat on the mat", "a dog barked"],
+                        ["the cat sat on a red mat", "a dog barked loudly"], smooth_method="none")
+  assert result.score == pytest.approx(expected, rel=1e-9)
+  assert result.details["counts"] == [8, 5, 3, 1]
+  assert result.details["totals"] == [9, 7, 5, 3]
+
+
+def test_bleu_signature_names_tokenizer_reference_count_and_case():
+  result = metrics.bleu(["hello there big world"], ["hello there big world"])
+  assert "tok:13a" in result.signature and "nrefs:1" in result.signature and "case:mixed" in result.signature
+  assert "version:2." in result.signature
+  assert str(result).startswith("BLEU = 100.00") and result.signature in str(result)
+  lowered = metrics.bleu(["Hello there big world"], ["hello there big world"], lowercase=True, tokenize="intl")
+  assert lowered.score == pytest.approx(100.0)
+  assert "case:lc" in lowered.signature and "tok:intl" in lowered.signature
+
+
+def test_bleu_accepts_reference_streams_and_takes_the_best_reference():
+  hyps = ["the cat sat on the mat"]
+  single = metrics.bleu(hyps, ["a cat was on a mat"])
+  multi = metrics.bleu(hyps, [["a cat was on a mat"], ["the cat sat on the mat"]])
+  assert multi.score == pytest.approx(100.0) and single.score < 100.0
+  assert "nrefs:2" in multi.signature
+
+
+def test_reference_length_mismatch_raises_value_error_naming_the_argument():
+  with pytest.raises(ValueError, match=r"references has 1 segments but hypotheses has 2"):
+    metrics.bleu(["a b", "c d"], ["a b"])
+  with pytest.raises(ValueError, match=r"references\[1\] has 1 segments but hypotheses has 2"):
+    metrics.chrf(["a b", "c d"], [["a b", "c d"], ["a b"]])
+  with pytest.raises(ValueError, match="hypotheses is empty"):
+    metrics.ter([], [])
+  with pytest.raises(TypeError, match="hypotheses must be a list"):
+    metrics.bleu("a sentence", ["a sentence"])
+
+
+def test_chrf_of_identical_text_is_100_and_ter_is_0():
+  hyps = ["Der Hund bellt.", "Die Katze schläft."]
+  chrf = metrics.chrf(hyps, hyps)
+  ter = metrics.ter(hyps, hyps)
+  assert chrf.score == pytest.approx(100.0) and chrf.name == "chrF2" and "nc:6" in chrf.signature
+  assert ter.score == pytest.approx(0.0) and ter.details["num_edits"] == 0 and "tok:tercom" in ter.signature
+
+
+def test_ter_counts_edits_per_reference_word():
+  # One substitution (sat -> lay) against a 6-word reference: 100 * 1 / 6.
+  result = metrics.ter(["the cat lay on the mat"], ["the cat sat on the mat"])
+  assert result.score == pytest.approx(100 / 6)
+
+
+# ---------------------------------------------------------------------------------------------------- ROUGE
+
+
+def test_rouge_of_identical_text_is_100_for_every_type():
+  scores = metrics.rouge(["the cat sat on the mat"], ["the cat sat on the mat"])
+  assert set(scores) == {"rouge1", "rouge2", "rougeL", "rougeLsum"}
+  assert all(value == pytest.approx(100.0) for value in scores.values())
+
+
+def test_rouge1_f1_matches_hand_computed_unigram_overlap():
+  # hyp: the cat sat on the mat, ref: the cat lay on a mat; overlap the (min 2,1), cat, on, mat = 4 of 6 and 6.
+  scores = metrics.rouge(["the cat sat on the mat"], ["the cat lay on a mat"], types=("rouge1",), use_stemmer=False)
+  assert scores == {"rouge1": pytest.approx(100 * 2 / 3)}
+  # Averaged over segments, not pooled: (2/3 + 1) / 2.
+  scores = metrics.rouge(["the cat sat on the mat", "hi"], ["the cat lay on a mat", "hi"], types="rouge1",
+                         use_stemmer=False)
+  assert scores["rouge1"] == pytest.approx(100 * (2 / 3 + 1) / 2)
+
+
+def test_rouge_stemmer_makes_running_match_run():
+  # hyp: he run (2 words), ref: he was running (3 words).
+  unstemmed = metrics.rouge(["he run"], ["he was running"], types=("rouge1",), use_stemmer=False)["rouge1"]
+  stemmed = metrics.rouge(["he run"], ["he was running"], types=("rouge1",), use_stemmer=True)["rouge1"]
+  assert unstemmed == pytest.approx(100 * 2 * (1 / 2) * (1 / 3) / (1 / 2 + 1 / 3))  # only "he" matches
+  assert stemmed == pytest.approx(100 * 2 * 1 * (2 / 3) / (1 + 2 / 3))  # he, run
+
+
+def test_rouge_lsum_treats_lines_as_sentences():
+  hyp, ref = "the dog ran\nthe cat sat", "the cat sat\nthe dog ran"
+  scores = metrics.rouge([hyp], [ref], types=("rougeL", "rougeLsum"), use_stemmer=False)
+  assert scores["rougeL"] == pytest.approx(50.0)  # one LCS over the whole text: "the cat sat", 3 of 6
+  assert scores["rougeLsum"] == pytest.approx(100.0)  # each reference sentence is found whole
+
+
+def test_split_sentences_breaks_after_periods_only_when_there_is_no_newline():
+  assert metrics.split_sentences("A cat sat. A dog ran.") == "A cat sat.\nA dog ran."
+  assert metrics.split_sentences("one line\nanother. still") == "one line\nanother. still"
+  assert metrics.split_sentences("no period here") == "no period here"
+
+
+def test_rouge_rejects_unknown_types():
+  with pytest.raises(ValueError, match="unknown ROUGE type 'rougeX'"):
+    metrics.rouge(["a"], ["a"], types=("rougeX",))
+
+
+# ---------------------------------------------------------------------------------------------------- METEOR
+
+
+def _wordnet_state():
+  try:
+    metrics._load_wordnet()  # pylint: disable=protected-access
+    return "available"
+  except metrics.MetricUnavailableError as e:
+    return e
+
+
+def test_meteor_computes_when_wordnet_is_installed_or_raises_with_install_hint():
+  state = _wordnet_state()
+  if state == "available":
+    result = metrics.meteor(["the cat sat on the mat"], ["the cat sat on the mat"])
+    assert result.score == pytest.approx(100 * (1 - 0.5 * (1 / 6) ** 3))
+  elif isinstance(state, metrics.MetricUnavailableError):
+    with pytest.raises(metrics.MetricUnavailableError) as info:
+      metrics.meteor(["the cat sat"], ["the cat sat"])
+    assert isinstance(info.value, RuntimeError)
+    message = str(info.value)
+    assert "pip install 'attnjax[meteor]'" in message or "wordnet" in message
+    assert "python -m nltk.downloader wordnet omw-1.4" in message
+  else:
+    pytest.skip("could not tell whether METEOR is available")
+
+
+def test_meteor_matches_hand_computed_score_with_exact_matches(monkeypatch):
+  pytest.importorskip("nltk")
+
+  class NoSynonyms:  # stands in for WordNet so that only exact and stem matches count
+    def synsets(self, *args, **kwargs):
+      del args, kwargs
+      return []
+
+  monkeypatch.setattr(metrics, "_load_wordnet", NoSynonyms)
+  # METEOR = Fmean * (1 - 0.5 * (chunks / matches)^3), Fmean = P R / (0.9 P + 0.1 R).
+  identical = 1 - 0.5 * (1 / 6) ** 3  # 6 matches in 1 chunk, P = R = 1
+  p, r = 1.0, 3 / 4  # the cat sat | the cat sat down: 3 matches in 1 chunk
+  partial = p * r / (0.9 * p + 0.1 * r) * (1 - 0.5 * (1 / 3) ** 3)
+  result = metrics.meteor(["the cat sat on the mat", "the cat sat"], ["the cat sat on the mat", "the cat sat down"])
+  assert result.score == pytest.approx(100 * (identical + partial) / 2)
+  assert result.details["segment_scores"] == pytest.approx([identical, partial])
+  assert result.signature.startswith("nrefs:1|")
+
+
+# ---------------------------------------------------------------------------------------------------- SQuAD
+
+
+@pytest.mark.parametrize("raw, normalized", [
+    ("The  Cat!", "cat"),
+    ("an apple a day", "apple day"),
+    ("  Hello,   World. ", "hello world"),
+    ("theater", "theater"),  # articles only as whole words
+    ("rock-n-roll", "rocknroll"),  # punctuation deleted, not replaced by a space
+    ("A", ""),
+])
+def test_normalize_answer_follows_the_official_squad_rules(raw, normalized):
+  assert metrics.normalize_answer(raw) == normalized
+
+
+def test_squad_exact_match_and_f1_match_hand_computed_values():
+  # "the cat sat" -> cat sat; "a cat sat down" -> cat sat down: 2 common, P = 2/2, R = 2/3, F1 = 2 P R / (P + R) = 0.8.
+  assert metrics.squad_f1("the cat sat", ["a cat sat down"]) == pytest.approx(0.8)
+  assert metrics.squad_exact_match("the cat sat", ["a cat sat down"]) == 0.0
+  assert metrics.squad_exact_match("The Cat", ["a cat."]) == 1.0
+  # Repeated tokens are counted as a bag: "cat cat" vs "cat": 1 common, P = 1/2, R = 1, F1 = 2/3.
+  assert metrics.squad_f1("cat cat", "cat") == pytest.approx(2 / 3)
+  assert metrics.squad_f1("dog", ["cat"]) == 0.0
+
+
+def test_squad_scores_take_the_max_over_gold_answers():
+  assert metrics.squad_f1("the cat sat", ["dog", "a cat sat down"]) == pytest.approx(0.8)
+  assert metrics.squad_f1("the cat sat", ["dog", "a cat sat down", "cat sat!"]) == 1.0
+  assert metrics.squad_exact_match("the cat sat", ["dog", "cat sat!"]) == 1.0
+
+
+def test_squad_empty_answers_score_by_version():
+  assert metrics.squad_f1("", [""], version="1.1") == 0.0
+  assert metrics.squad_f1("", [""], version="2.0") == 1.0
+  assert metrics.squad_f1("cat", [""], version="2.0") == 0.0
+
+
+def _squad_dataset(qas):
+  return {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": "c", "qas": qas}]}]}
+
+
+def test_squad_v1_scores_a_squad_format_dataset():
+  dataset = _squad_dataset([
+      {"id": "q1", "question": "?", "answers": [{"text": "a cat sat down", "answer_start": 0}]},
+      {"id": "q2", "question": "?", "answers": [{"text": "Paris", "answer_start": 0}, {"text": "paris, France"}]},
+  ])
+  scores = metrics.squad_scores({"q1": "the cat sat", "q2": "Paris"}, dataset)
+  assert scores == {"exact_match": pytest.approx(50.0), "f1": pytest.approx(90.0), "total": 2}
+
+
+def test_squad_v2_scores_no_answer_questions():
+  dataset = _squad_dataset([
+      {"id": "has", "answers": [{"text": "a cat sat down"}], "is_impossible": False},
+      {"id": "none_right", "answers": [], "plausible_answers": [{"text": "dog"}], "is_impossible": True},
+      {"id": "none_wrong", "answers": [], "plausible_answers": [{"text": "dog"}], "is_impossible": True},
+  ])
+  predictions = {"has": "the cat sat", "none_right": "", "none_wrong": "dog"}
+  scores = metrics.squad_scores(predictions, dataset, version="2.0")
+  assert scores["total"] == 3
+  assert scores["exact_match"] == pytest.approx(100 / 3)
+  assert scores["f1"] == pytest.approx(100 * (0.8 + 1 + 0) / 3)
+  assert (scores["HasAns_exact"], scores["HasAns_f1"], scores["HasAns_total"]) == (0.0, pytest.approx(80.0), 1)
+  assert (scores["NoAns_exact"], scores["NoAns_f1"], scores["NoAns_total"]) == (50.0, 50.0, 2)
+
+
+def test_squad_v2_drops_golds_that_normalize_to_nothing():
+  # "The" normalizes to "", so the only gold left is "": an empty prediction is right, "the" too (it normalizes to "").
+  answers = {"q": ["The", "."]}
+  assert metrics.squad_scores({"q": ""}, answers, version="2.0")["exact_match"] == 100.0
+  assert metrics.squad_scores({"q": "cat"}, answers, version="2.0")["f1"] == 0.0
+  # Official rule: it still counts as a question with answers.
+  assert metrics.squad_scores({"q": ""}, answers, version="2.0")["HasAns_total"] == 1
+
+
+def test_squad_v2_no_answer_probability_above_threshold_predicts_no_answer():
+  answers = {"has": ["cat"], "none": []}
+  predictions = {"has": "cat", "none": "cat"}
+  plain = metrics.squad_scores(predictions, answers, version="2.0")
+  thresholded = metrics.squad_scores(predictions, answers, version="2.0", no_answer_probs={"has": 0.9, "none": 0.9},
+                                     no_answer_threshold=0.5)
+  assert plain["exact_match"] == 50.0  # "none" answered wrongly
+  assert thresholded["exact_match"] == 50.0 and thresholded["NoAns_exact"] == 100.0 and thresholded["HasAns_f1"] == 0
+  with pytest.raises(ValueError, match="no_answer_probs only applies"):
+    metrics.squad_scores(predictions, {"has": ["cat"]}, no_answer_probs={"has": 0.9})
+
+
+def test_squad_missing_predictions_count_as_wrong_and_are_logged(caplog):
+  answers = {"q1": ["cat"], "q2": ["dog"], "q3": ["bird"]}
+  with caplog.at_level(logging.WARNING):
+    scores = metrics.squad_scores({"q1": "cat"}, answers)
+  assert scores == {"exact_match": pytest.approx(100 / 3), "f1": pytest.approx(100 / 3), "total": 3}
+  assert any("2 of 3 questions have no prediction" in record.getMessage() for record in caplog.records)
+
+
+def test_squad_v1_rejects_a_question_without_gold_answers():
+  with pytest.raises(ValueError, match="version='2.0'"):
+    metrics.squad_scores({"q": ""}, {"q": []}, version="1.1")
+
+
+# ---------------------------------------------------------------------------------------------------- files and CLI
+
+
+def _write(path, text, encoding="utf-8"):
+  path.write_bytes(text.encode(encoding) if isinstance(text, str) else text)
+  return path
+
+
+def test_score_files_reads_one_segment_per_line(tmp_path):
+  # U+2028 inside a segment must not split it (str.splitlines would); CRLF ends are accepted.
+  hyp = _write(tmp_path / "hyp.txt", "the cat sat on the mat\r\nsee\u2028this\n")
+  ref = _write(tmp_path / "ref.txt", "the cat sat on the mat\nsee\u2028this")
+  assert metrics.read_segments(hyp) == ["the cat sat on the mat", "see\u2028this"]
+  assert metrics.score_files("bleu", hyp, ref).score == pytest.approx(100.0)
+  assert metrics.score_files("TER", hyp, ref).score == pytest.approx(0.0)
+  assert metrics.score_files("rouge", hyp, [ref, ref])["rougeLsum"] == pytest.approx(100.0)
+
+
+def test_score_files_names_file_and_line_of_invalid_utf8(tmp_path):
+  hyp = _write(tmp_path / "hyp.txt", b"fine\nbad \xff byte\n")
+  ref = _write(tmp_path / "ref.txt", "fine\nfine\n")
+  with pytest.raises(ValueError, match=r"hyp\.txt, line 2: invalid UTF-8"):
+    metrics.score_files("bleu", hyp, ref)
+
+
+def test_score_files_names_files_and_line_of_unequal_line_counts(tmp_path):
+  hyp = _write(tmp_path / "hyp.txt", "a\nb\n")
+  ref = _write(tmp_path / "ref.txt", "a\nb\nc\n")
+  with pytest.raises(ValueError, match=r"hyp\.txt has 2 lines but .*ref\.txt has 3: line 3 of .*ref\.txt"):
+    metrics.score_files("chrf", hyp, ref)
+  with pytest.raises(ValueError, match="unknown metric 'cider'"):
+    metrics.score_files("cider", hyp, hyp)
+
+
+def test_main_prints_bleu_with_its_signature(tmp_path, capsys):
+  hyp = _write(tmp_path / "hyp.txt", "the cat sat on the mat\n")
+  ref = _write(tmp_path / "ref.txt", "the cat sat on the mat\n")
+  assert metrics.main(["--metric=bleu", f"--hyp={hyp}", f"--ref={ref}"]) == 0
+  out = capsys.readouterr().out
+  assert "BLEU = 100.00" in out and "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2." in out
+
+
+def test_main_prints_rouge_types_and_reports_errors(tmp_path, capsys):
+  hyp = _write(tmp_path / "hyp.txt", "A cat sat. A dog ran.\n")
+  ref = _write(tmp_path / "ref.txt", "A dog ran. A cat sat.\n")
+  assert metrics.main(["--metric=rouge", f"--hyp={hyp}", f"--ref={ref}"]) == 0
+  out = capsys.readouterr().out
+  assert "rougeLsum = 100.00" in out and "stem:yes" in out
+  short = _write(tmp_path / "short.txt", "")
+  assert metrics.main(["--metric=bleu", f"--hyp={short}", f"--ref={ref}"]) == 1
+  assert "short.txt has 0 lines" in capsys.readouterr().err
+
+
+def test_module_runs_as_a_script(tmp_path):
+  hyp = _write(tmp_path / "hyp.txt", "hello there world\n")
+  ref = _write(tmp_path / "ref.txt", "hello there world\n")
+  done = subprocess.run([sys.executable, "-m", "attnjax.metrics", "--metric=chrf", f"--hyp={hyp}", f"--ref={ref}"],
+                        capture_output=True, text=True, check=True, timeout=120)
+  assert "chrF2 = 100.00" in done.stdout
