@@ -32,6 +32,11 @@ import jax
 import jax.numpy as jnp
 
 from attnjax.layers.rnn_attention import AdditiveAttention, LuongAttention
+
+try:  # the public jax.core.is_concrete is deprecated; only used to pick the faster of two equivalent drivers
+  from jax._src.core import is_concrete as _tracer_is_concrete
+except ImportError:  # then every tracer counts as staged, which is always correct (just slower eagerly)
+  _tracer_is_concrete = None
 from attnjax.models.interface import DecoderOutput, source_mask
 
 __all__ = ["RNNSeq2Seq", "reverse_real_tokens", "ATTENTIONS", "CELLS"]
@@ -77,21 +82,29 @@ def _zero_carry(cell: str, batch: int, features: int, dtype):
   return (zeros, zeros) if cell == "lstm" else zeros
 
 
+def _is_concrete(x) -> bool:
+  """True when ``x`` has a value now: a plain array, or a tracer of eager autodiff (``jax.grad`` outside ``jit``)."""
+  if not isinstance(x, jax.core.Tracer):
+    return True
+  return _tracer_is_concrete is not None and _tracer_is_concrete(x)
+
+
 def _over_time(step, carry, xs, consts, **kwargs):
   """``carry, y_t = step(carry, x_t, consts, **kwargs)`` for every t along axis 1 of ``xs``; the y_t stacked on axis 1.
 
-  Under a JAX trace (jit, grad, vmap...) this is one ``nn.scan`` (parameters broadcast, a fresh dropout key per
-  step): the body is compiled once whatever the length. Outside a trace it is a Python loop over the same call: an
-  eager scan is re-traced and re-compiled on every call (Flax builds a new jaxpr each time, ~0.2 s even for tiny
-  models), while eager ops hit JAX's per-op cache, which makes eager step-by-step decoding and tests fast. Both
-  drivers run the same step function, so they give the same numbers.
+  When the computation is being staged (``jit``, ``vmap``, ``eval_shape``...) this is one ``nn.scan`` (parameters
+  broadcast, a fresh dropout key per step): the body is compiled once whatever the length. When the values are
+  concrete (eager calls, and eager ``jax.grad``) it is a Python loop over the same call: an eager scan is re-traced
+  and re-compiled on every call (Flax builds a new jaxpr each time, seconds under ``grad`` even for tiny models),
+  while eager ops hit JAX's per-op cache, which makes eager step-by-step decoding and tests fast. Both drivers run
+  the same step function, so they give the same numbers.
   """
   def body(module, c, x, k):
     return module(c, x, k, **kwargs)
 
   length = jax.tree_util.tree_leaves(xs)[0].shape[1]
-  traced = any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves((carry, xs, consts)))
-  if traced or length == 0:
+  concrete = all(_is_concrete(leaf) for leaf in jax.tree_util.tree_leaves((carry, xs, consts)))
+  if not concrete or length == 0:
     scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False, "dropout": True},
                    in_axes=(1, nn.broadcast), out_axes=1)
     return scan(step, carry, xs, consts)
@@ -359,7 +372,8 @@ class RNNSeq2Seq(nn.Module):
     final_h = memory["final_h"]
     batch = final_h.shape[0]
     if self.attention == "bahdanau":
-      # Bahdanau App. A.2.2: s_0 = tanh(W_s ←h_1), from the backward pass's state after reading the whole source.
+      # Bahdanau App. A.2.2: s_0 = tanh(W_s ←h_1), from the backward pass's state after reading the whole source
+      # (a unidirectional encoder has no ←h_1: its final state →h_Tx, which has also read the whole source, serves).
       backward = final_h[..., self._direction_dim:] if self._bidirectional else final_h
       h = jnp.stack([jnp.tanh(self.init_state[l](backward[:, l])) for l in range(self.num_layers)], axis=1)
       # The paper's GRU has no memory cell; an LSTM's starts empty and the state carries the source summary.

@@ -1,4 +1,4 @@
-"""AdditiveAttention / LuongAttention against loop-level NumPy transcriptions of the papers' formulas and the kernels."""
+"""AdditiveAttention and LuongAttention against loop-level NumPy transcriptions of the formulas and the kernels."""
 
 import jax
 import jax.numpy as jnp

@@ -1,0 +1,137 @@
+"""The base experiment config and its validation.
+
+Every experiment file in ``experiments/`` starts from :func:`base_config` and changes only what differs; any value can
+be overridden on the command line (``--config.model.num_heads=4``). :func:`validate` runs before anything is built or
+compiled and names the offending key.
+"""
+
+from __future__ import annotations
+
+import ml_collections
+from ml_collections import config_dict
+
+from attnjax.training.partitioning import DEFAULT_RULES
+
+DATA_SOURCES = ("synthetic",)
+DECODERS = ("greedy", "beam")
+METRICS = ("exact_match", "bleu", "chrf", "ter", "loss", "nll")
+
+
+def base_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+
+  c.data = ml_collections.ConfigDict(dict(
+      source="synthetic",  # see attnjax.data.tasks
+      task="dates",
+      train_examples=50_000,
+      validation_examples=1_000,
+      test_examples=1_000,
+      max_src_len=48,
+      max_tgt_len=24,
+      batch_size=config_dict.placeholder(int),  # global rows per batch, or:
+      max_tokens=4096,  # token-based batching: rows · max(S, T) per global batch
+      bucket_boundaries=(16, 24, 32),
+      pack=False,
+  ))
+
+  c.model = ml_collections.ConfigDict(dict(
+      name="transformer", num_encoder_layers=3, num_decoder_layers=3, d_model=128, num_heads=4, d_ff=512,
+      dropout_rate=0.1, positional="sinusoidal", shared_vocab=True, share_source_embeddings=True,
+      tie_decoder_embeddings=True))
+
+  c.train = ml_collections.ConfigDict(dict(
+      steps=3000,
+      schedule="rsqrt",  # lr = learning_rate · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)
+      learning_rate=1.0,
+      warmup_steps=400,
+      adam_b1=0.9,
+      adam_b2=0.98,
+      adam_eps=1e-9,
+      weight_decay=0.0,
+      grad_clip_norm=1.0,
+      label_smoothing=0.1,
+      grad_accum_steps=1,
+      log_every=100,
+      eval_every=1000,
+      checkpoint_every=1000,
+      keep_checkpoints=3,
+      best_metric="exact_match",
+      best_mode="max",
+      async_checkpoints=True,
+      # the peak that MFU is stated against; None = a float32 matmul measured at start-up on this device
+      peak_tflops_per_device=config_dict.placeholder(float),
+  ))
+
+  c.eval = ml_collections.ConfigDict(dict(
+      split="validation",
+      decode="beam",
+      beam_size=4,
+      alpha=0.6,
+      max_len_a=1.0,
+      max_len_b=10,
+      num_decode_examples=500,  # decoded during training (all of the split in attnjax.evaluate)
+      batch_size=128,
+      loss_batches=20,
+  ))
+
+  c.mesh = ml_collections.ConfigDict(dict(axes=("data", "fsdp", "tensor"), shape=(-1, 1, 1), rules=DEFAULT_RULES))
+
+  # Multi-host: jax.distributed.initialize() before anything touches a device (set by the launchers).
+  c.distributed = ml_collections.ConfigDict(dict(
+      initialize=False,
+      coordinator_address=config_dict.placeholder(str),
+      num_processes=config_dict.placeholder(int),
+      process_id=config_dict.placeholder(int),
+      cpu_collectives=config_dict.placeholder(str),  # "gloo" for CPU-only multi-process
+  ))
+  return c
+
+
+def _fail(key: str, message: str):
+  raise ValueError(f"config.{key}: {message}")
+
+
+def validate(config) -> None:
+  """Checks a config before anything is built: unknown keys, impossible values, inconsistent choices."""
+  known = set(base_config().keys())
+  for key in config.keys():
+    if key not in known:
+      _fail(key, f"unknown section (known: {sorted(known)})")
+  base = base_config()
+  for section in ("data", "train", "eval", "mesh", "distributed"):
+    for key in config[section].keys():
+      if key not in base[section]:
+        _fail(f"{section}.{key}", f"unknown key (known: {sorted(base[section].keys())})")
+  d, t, e, m = config.data, config.train, config.eval, config.mesh
+  if d.source not in DATA_SOURCES:
+    _fail("data.source", f"must be one of {DATA_SOURCES}, got {d.source!r}")
+  if (d.batch_size is None) == (d.max_tokens is None):
+    _fail("data.batch_size", "set exactly one of data.batch_size and data.max_tokens")
+  for key in ("steps", "warmup_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
+              "grad_accum_steps"):
+    if t[key] < (0 if key == "warmup_steps" else 1):
+      _fail(f"train.{key}", f"must be positive, got {t[key]}")
+  if not 0.0 <= t.label_smoothing < 1.0:
+    _fail("train.label_smoothing", f"must be in [0, 1), got {t.label_smoothing}")
+  if t.best_metric not in METRICS:
+    _fail("train.best_metric", f"must be one of {METRICS}, got {t.best_metric!r}")
+  if t.best_mode not in ("max", "min"):
+    _fail("train.best_mode", f"must be 'max' or 'min', got {t.best_mode!r}")
+  if e.decode not in DECODERS:
+    _fail("eval.decode", f"must be one of {DECODERS}, got {e.decode!r}")
+  if e.split not in ("train", "validation", "test"):
+    _fail("eval.split", f"must be train, validation or test, got {e.split!r}")
+  if len(m.axes) != len(m.shape):
+    _fail("mesh.shape", f"has {len(m.shape)} entries for {len(m.axes)} mesh.axes")
+  if list(m.shape).count(-1) > 1:
+    _fail("mesh.shape", f"may contain at most one -1, got {tuple(m.shape)}")
+  used_axes = {a for _, target in m.rules if target for a in ((target,) if isinstance(target, str) else target)}
+  if used_axes - set(m.axes):
+    _fail("mesh.rules", f"name mesh axes {sorted(used_axes - set(m.axes))} that are not in mesh.axes {m.axes}")
+  # the model: unknown fields and the model's own checks (heads dividing d_model, tying without a shared vocab...)
+  from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
+  try:
+    build_model(config.model.to_dict(), src_vocab_size=64, tgt_vocab_size=64)
+  except ValueError as err:
+    raise ValueError(f"config.model: {err}") from err

@@ -1,0 +1,17 @@
+"""Data for training and evaluation: synthetic tasks, vocabularies and the batching pipeline.
+
+* :mod:`attnjax.data.synthetic`: offline tasks generated in code (``dates``, ``reverse``), :func:`make_examples`.
+* :mod:`attnjax.data.vocab`: :class:`CharVocab`, a character vocabulary with the model interface's special ids.
+* :mod:`attnjax.data.pipeline`: :class:`Seq2SeqBatcher`, deterministic, resumable, bucketed or packed batches.
+"""
+
+from attnjax.data.pipeline import Batch, BucketSpec, Seq2SeqBatcher
+from attnjax.data.synthetic import (DATE_FORMATS, DATE_MAX, DATE_MIN, SPLITS, expand_two_digit_year, format_date,
+                                    make_examples, register_task, task_names)
+from attnjax.data.vocab import NUM_RESERVED, UNK_ID, UNK_TEXT, CharVocab
+
+__all__ = [
+    "Batch", "BucketSpec", "CharVocab", "DATE_FORMATS", "DATE_MAX", "DATE_MIN", "NUM_RESERVED", "SPLITS", "UNK_ID",
+    "UNK_TEXT", "Seq2SeqBatcher", "expand_two_digit_year", "format_date", "make_examples", "register_task",
+    "task_names",
+]

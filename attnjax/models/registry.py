@@ -1,0 +1,52 @@
+"""Models by name, built from a config section: ``model.name`` picks the class, the other keys are its fields."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+
+from attnjax.models.convs2s import ConvS2S
+from attnjax.models.rnn_seq2seq import RNNSeq2Seq
+from attnjax.models.transformer import PRESETS, Transformer
+
+MODELS = {"transformer": Transformer, "rnn_seq2seq": RNNSeq2Seq, "convs2s": ConvS2S}
+_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+_FILLED_IN = ("src_vocab_size", "tgt_vocab_size")  # from the data, never from the config
+
+
+def model_fields(name: str) -> set[str]:
+  if name not in MODELS:
+    raise ValueError(f"model.name must be one of {sorted(MODELS)}, got {name!r}")
+  return {f.name for f in dataclasses.fields(MODELS[name]) if f.name not in ("parent", "name")}
+
+
+def build_model(model_cfg, *, src_vocab_size: int, tgt_vocab_size: int):
+  """``model_cfg``: a mapping with ``name`` (and for the Transformer optionally ``preset``) plus model fields.
+
+  Raises a ValueError naming ``model.<key>`` for a key the model does not have, and passes the model's own
+  validation (e.g. heads dividing d_model) through with the config key in the message.
+  """
+  cfg = dict(model_cfg)
+  name = cfg.pop("name", None)
+  fields = model_fields(name)
+  preset = cfg.pop("preset", None)
+  kwargs = {}
+  if preset:
+    if name != "transformer":
+      raise ValueError(f"model.preset is only defined for the transformer, not {name!r}")
+    if preset not in PRESETS:
+      raise ValueError(f"model.preset must be one of {sorted(PRESETS)}, got {preset!r}")
+    kwargs.update(PRESETS[preset])
+  for key, value in cfg.items():
+    if key not in fields or key in _FILLED_IN:
+      raise ValueError(f"model.{key} is not a field of {MODELS[name].__name__} (fields: {sorted(fields)})")
+    if key in ("dtype", "param_dtype") and isinstance(value, str):
+      if value not in _DTYPES:
+        raise ValueError(f"model.{key} must be one of {sorted(_DTYPES)}, got {value!r}")
+      value = _DTYPES[value]
+    kwargs[key] = value
+  try:
+    return MODELS[name](src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, **kwargs)
+  except ValueError as e:
+    raise ValueError(f"invalid model config ({name}): {e}") from e

@@ -1,0 +1,26 @@
+"""Train a model from an experiment file.
+
+    python -m attnjax.train --config=experiments/dates_transformer.py --workdir=/tmp/run [--config.train.steps=100]
+
+Resumes from the newest checkpoint in ``--workdir``; SIGTERM saves a checkpoint and exits.
+"""
+
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+from attnjax.training.loop import train_and_evaluate
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "experiment file (ml_collections)", lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "directory for checkpoints, config, vocabulary and TensorBoard")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  result = train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  logging.info("done: %s", result)
+
+
+if __name__ == "__main__":
+  app.run(main)

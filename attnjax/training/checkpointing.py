@@ -1,0 +1,93 @@
+"""Orbax checkpoints that resume exactly and never lose a checkpoint the run had.
+
+A step directory holds the train state (params, optimiser state, step, RNG) and, as JSON, the data iterator's
+position, so a resumed run sees exactly the batches an uninterrupted one would. Preservation keeps the latest
+``keep`` checkpoints *and* the best one by the validation metric (one Orbax manager, two preservation policies).
+Saving is asynchronous: the arrays are copied off the devices before ``save`` returns, the files are written in the
+background, and Orbax commits a step by an atomic rename, so an interrupted write never looks like a checkpoint.
+
+Restoring walks the steps from the newest down: a step whose files are damaged (e.g. a truncated copy) is skipped with
+a warning and the previous one is used. Restoring into a different mesh is a matter of the target shardings passed in
+``abstract_state``; Orbax reshards.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from absl import logging
+import orbax.checkpoint as ocp
+from orbax.checkpoint.checkpoint_managers import preservation_policy as pp
+
+
+class Checkpointer:
+  """Save/restore of ``(TrainState, data_state)`` in ``directory`` with latest-N + best-1 preservation.
+
+  Args:
+    directory: where step directories go (created).
+    keep: latest checkpoints kept.
+    best_metric: key of the metrics dict passed to :meth:`save` that ranks checkpoints; None keeps no best.
+    best_mode: ``"max"`` or ``"min"``.
+    async_save: write in a background thread.
+  """
+
+  def __init__(self, directory: str, *, keep: int = 3, best_metric: str | None = None, best_mode: str = "max",
+               async_save: bool = True):
+    if best_mode not in ("max", "min"):
+      raise ValueError(f"checkpoint best_mode must be 'max' or 'min', got {best_mode!r}")
+    if keep < 1:
+      raise ValueError(f"checkpoint keep must be >= 1 (a run must always keep its latest checkpoint), got {keep}")
+    self.directory = os.path.abspath(directory)
+    self.best_metric = best_metric
+    policies = [pp.LatestN(n=keep)]
+    if best_metric:
+      policies.append(pp.BestN(get_metric_fn=lambda m: m[best_metric], reverse=best_mode == "min", n=1,
+                               keep_checkpoints_without_metrics=False))
+    options = ocp.CheckpointManagerOptions(preservation_policy=pp.AnyPreservationPolicy(policies),
+                                           enable_async_checkpointing=async_save, create=True,
+                                           cleanup_tmp_directories=True)
+    self.manager = ocp.CheckpointManager(self.directory, item_names=("state", "data"), options=options)
+
+  def save(self, step: int, state, data_state: dict, metrics: dict | None = None, *, force: bool = False) -> bool:
+    saved = self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                                            data=ocp.args.JsonSave(data_state)),
+                              metrics=metrics, force=force)
+    if saved:
+      logging.info("checkpoint: saving step %d to %s%s", step, self.directory,
+                   f" with {metrics}" if metrics else "")
+    return saved
+
+  def wait(self) -> None:
+    self.manager.wait_until_finished()
+
+  def steps(self) -> list[int]:
+    return sorted(self.manager.all_steps())
+
+  def best_step(self) -> int | None:
+    return self.manager.best_step() if self.best_metric else None
+
+  def restore(self, abstract_state, step: int | None = None) -> tuple[Any, dict, int] | None:
+    """Restores ``step`` (default: the newest readable one) into ``abstract_state``'s shapes and shardings.
+
+    Returns ``(state, data_state, step)``, or None if there is no checkpoint. A damaged step is skipped with a warning;
+    if an explicitly requested step is damaged the error is raised.
+    """
+    candidates = [step] if step is not None else sorted(self.steps(), reverse=True)
+    for candidate in candidates:
+      try:
+        restored = self.manager.restore(candidate, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(abstract_state), data=ocp.args.JsonRestore()))
+      except Exception as e:  # pylint: disable=broad-except
+        if step is not None:
+          raise
+        logging.warning("checkpoint: step %d in %s is unreadable (%s: %s); falling back to the previous step",
+                        candidate, self.directory, type(e).__name__, str(e).splitlines()[0][:200])
+        continue
+      logging.info("checkpoint: restored step %d from %s", candidate, self.directory)
+      return restored["state"], restored["data"], candidate
+    return None
+
+  def close(self) -> None:
+    self.manager.wait_until_finished()
+    self.manager.close()

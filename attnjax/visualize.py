@@ -1,0 +1,35 @@
+"""Attention heatmaps (matplotlib, PNG): what a decoder looked at while producing each output token."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on servers and CI
+import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
+import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def attention_heatmap(weights, source_tokens, output_tokens, path: str, *, title: str = "") -> str:
+  """Writes ``weights [len(output_tokens), len(source_tokens)]`` as a heatmap PNG at ``path``; returns ``path``.
+
+  Rows are output tokens (top to bottom), columns source tokens; each row is one decoder step's attention.
+  """
+  weights = np.asarray(weights, np.float32)
+  if weights.shape != (len(output_tokens), len(source_tokens)):
+    raise ValueError(f"weights shape {weights.shape} != (len(output_tokens), len(source_tokens)) = "
+                     f"({len(output_tokens)}, {len(source_tokens)})")
+  height = max(2.5, 0.3 * len(output_tokens) + 1.2)
+  width = max(3.0, 0.3 * len(source_tokens) + 1.5)
+  fig, ax = plt.subplots(figsize=(width, height), dpi=120)
+  image = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+  ax.set_xticks(range(len(source_tokens)), [repr(t)[1:-1] or "␣" for t in source_tokens], fontsize=8)
+  ax.set_yticks(range(len(output_tokens)), [repr(t)[1:-1] or "␣" for t in output_tokens], fontsize=8)
+  ax.set_xlabel("source")
+  ax.set_ylabel("output")
+  if title:
+    ax.set_title(title, fontsize=9)
+  fig.colorbar(image, ax=ax, fraction=0.04)
+  fig.tight_layout()
+  fig.savefig(path)
+  plt.close(fig)
+  return path

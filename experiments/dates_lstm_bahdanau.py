@@ -1,0 +1,21 @@
+"""LSTM encoder-decoder with Bahdanau attention (RNNsearch) on the synthetic date-normalisation task."""
+
+import ml_collections
+
+from attnjax.config import base_config
+
+
+def get_config():
+  config = base_config()
+  config.model = ml_collections.ConfigDict(dict(
+      name="rnn_seq2seq", attention="bahdanau", cell="lstm", embed_dim=64, hidden_dim=128, num_layers=1,
+      dropout_rate=0.1))
+  config.train.schedule = "constant"
+  config.train.learning_rate = 3e-3
+  config.train.warmup_steps = 100
+  config.train.adam_b2 = 0.999
+  config.train.adam_eps = 1e-8
+  config.train.steps = 1500
+  config.train.eval_every = 500
+  config.train.checkpoint_every = 500
+  return config

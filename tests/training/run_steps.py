@@ -1,0 +1,74 @@
+"""Runs N train steps of a tiny config and prints the losses as JSON: the subject of the sharding tests.
+
+    python -m tests.training.run_steps --mesh=4,1,2 --steps=20 [--process_id=0 --num_processes=2 --port=12345]
+
+Run in its own process: the parent sets XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts.
+"""
+
+import argparse
+import json
+import sys
+import tempfile
+
+import jax
+
+
+def tiny_config(mesh_shape, model="transformer"):
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  from attnjax.config import base_config  # pylint: disable=g-import-not-at-top
+  config = base_config()
+  config.data.train_examples = 512
+  config.data.validation_examples = 64
+  config.data.test_examples = 64
+  config.data.max_tokens = None
+  config.data.batch_size = 32
+  config.data.bucket_boundaries = (24,)
+  if model == "transformer":
+    config.model = ml_collections.ConfigDict(dict(
+        name="transformer", num_encoder_layers=1, num_decoder_layers=1, d_model=32, num_heads=4, d_ff=64,
+        dropout_rate=0.1, attention_dropout_rate=0.1, shared_vocab=True, share_source_embeddings=True))
+  elif model == "rnn_bahdanau":
+    config.model = ml_collections.ConfigDict(dict(name="rnn_seq2seq", attention="bahdanau", embed_dim=16,
+                                                  hidden_dim=32, dropout_rate=0.1))
+  elif model == "convs2s":
+    config.model = ml_collections.ConfigDict(dict(name="convs2s", embed_dim=16, hidden_dim=32, encoder_layers=2,
+                                                  decoder_layers=2, dropout_rate=0.1, max_length=64))
+  config.train.warmup_steps = 10
+  config.mesh.shape = tuple(mesh_shape)
+  return config
+
+
+def run(config, steps, workdir):
+  from attnjax.training import steps as steps_lib  # pylint: disable=g-import-not-at-top
+  from attnjax.training.loop import Experiment  # pylint: disable=g-import-not-at-top
+  exp = Experiment(config, workdir)
+  losses = []
+  for _ in range(steps):
+    batch = steps_lib.global_batch(next(exp.train_batches), exp.mesh, exp.rules)
+    exp.state, metrics = exp.train_step(exp.state, batch)
+    losses.append(float(metrics["loss"]))
+  exp.checkpointer.close()
+  return losses
+
+
+def main():
+  parser = argparse.ArgumentParser()
+  parser.add_argument("--mesh", default="1,1,1")
+  parser.add_argument("--steps", type=int, default=20)
+  parser.add_argument("--model", default="transformer")
+  parser.add_argument("--process_id", type=int, default=None)
+  parser.add_argument("--num_processes", type=int, default=None)
+  parser.add_argument("--port", type=int, default=None)
+  args = parser.parse_args()
+  if args.num_processes:
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(f"127.0.0.1:{args.port}", args.num_processes, args.process_id)
+  config = tiny_config([int(x) for x in args.mesh.split(",")], args.model)
+  with tempfile.TemporaryDirectory() as workdir:
+    losses = run(config, args.steps, workdir)
+  print(json.dumps({"losses": losses, "devices": jax.device_count(), "processes": jax.process_count()}))
+  sys.stdout.flush()
+
+
+if __name__ == "__main__":
+  main()
