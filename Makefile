@@ -15,7 +15,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	touch $@
 
 quickstart: $(VENV)/.installed
-	$(PY) -m attnjax.demo
+	$(PY) -m attnjax.quickstart
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --durations=15

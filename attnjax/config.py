@@ -12,9 +12,13 @@ from ml_collections import config_dict
 
 from attnjax.training.partitioning import DEFAULT_RULES
 
-DATA_SOURCES = ("synthetic",)
+DATA_SOURCES = ("synthetic", "parallel_text", "tsv", "jsonl", "tfds_translation", "tfds_summarization")
+# Keys an experiment file may add to config.data for the text sources (see attnjax.data.sources / tokenizer).
+TEXT_SOURCE_KEYS = ("dir", "src_lang", "tgt_lang", "splits", "max_chars", "path", "heldout", "split_seed",
+                    "src_column", "tgt_column", "document_key", "summary_key", "tfds_name", "tfds_data_dir",
+                    "tfds_download", "tfds_backend", "vocab_size", "joint_vocab", "spm_model_type")
 DECODERS = ("greedy", "beam")
-METRICS = ("exact_match", "bleu", "chrf", "ter", "loss", "nll")
+METRICS = ("exact_match", "bleu", "chrf", "ter", "rouge1", "rouge2", "rougeL", "rougeLsum", "loss", "nll")
 
 
 def base_config() -> ml_collections.ConfigDict:
@@ -37,13 +41,14 @@ def base_config() -> ml_collections.ConfigDict:
 
   c.model = ml_collections.ConfigDict(dict(
       name="transformer", num_encoder_layers=3, num_decoder_layers=3, d_model=128, num_heads=4, d_ff=512,
-      dropout_rate=0.1, positional="sinusoidal", shared_vocab=True, share_source_embeddings=True,
-      tie_decoder_embeddings=True))
+      dropout_rate=0.1, attention_dropout_rate=0.0, relu_dropout_rate=0.0, pre_norm=False, positional="sinusoidal",
+      max_length=256, shared_vocab=True, share_source_embeddings=True, tie_decoder_embeddings=True,
+      implementation="xla", dtype="float32"))
 
   c.train = ml_collections.ConfigDict(dict(
       steps=3000,
       schedule="rsqrt",  # lr = learning_rate · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)
-      learning_rate=1.0,
+      learning_rate=0.3,  # peak 1.3e-3 at d_model 128: post-norm diverges much above that
       warmup_steps=400,
       adam_b1=0.9,
       adam_b2=0.98,
@@ -101,11 +106,14 @@ def validate(config) -> None:
   base = base_config()
   for section in ("data", "train", "eval", "mesh", "distributed"):
     for key in config[section].keys():
-      if key not in base[section]:
+      if key not in base[section] and not (section == "data" and key in TEXT_SOURCE_KEYS):
         _fail(f"{section}.{key}", f"unknown key (known: {sorted(base[section].keys())})")
   d, t, e, m = config.data, config.train, config.eval, config.mesh
   if d.source not in DATA_SOURCES:
     _fail("data.source", f"must be one of {DATA_SOURCES}, got {d.source!r}")
+  if d.pack and config.model.name != "transformer":
+    _fail("data.pack", f"packing needs segment masks, which only model.name='transformer' takes "
+          f"(got {config.model.name!r})")
   if (d.batch_size is None) == (d.max_tokens is None):
     _fail("data.batch_size", "set exactly one of data.batch_size and data.max_tokens")
   for key in ("steps", "warmup_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",

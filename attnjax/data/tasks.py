@@ -11,6 +11,8 @@ import os
 from typing import Any
 
 from attnjax.data import synthetic
+from attnjax.data.sources import TEXT_SOURCES, load_text_task
+from attnjax.data.tokenizer import load_or_train_pair
 from attnjax.data.vocab import CharVocab
 
 VOCAB_FILE = "vocab.json"
@@ -42,7 +44,23 @@ def _synthetic(data_cfg, workdir: str) -> TaskData:
   return TaskData(data_cfg.task, vocab, vocab, splits, ("exact_match", "bleu", "chrf"))
 
 
-SOURCES = {"synthetic": _synthetic}
+SUMMARIZATION_SOURCES = ("jsonl", "tfds_summarization")
+
+
+def _text(data_cfg, workdir: str) -> TaskData:
+  """Real text (files or tfds) with a SentencePiece vocabulary trained once on the training split, cached in the
+  workdir (``spm.model``, or ``spm_src``/``spm_tgt`` with ``data.joint_vocab=False``)."""
+  splits = load_text_task(data_cfg)
+  if "train" not in splits:
+    raise ValueError(f"config.data.splits must include 'train' (got {sorted(splits)})")
+  src_vocab, tgt_vocab = load_or_train_pair(workdir, lambda: splits["train"], int(data_cfg.get("vocab_size", 8000)),
+                                            joint=bool(data_cfg.get("joint_vocab", True)),
+                                            model_type=data_cfg.get("spm_model_type", "unigram"))
+  metrics = ("rouge",) if data_cfg.source in SUMMARIZATION_SOURCES else ("bleu", "chrf", "ter")
+  return TaskData(data_cfg.source, src_vocab, tgt_vocab, splits, metrics)
+
+
+SOURCES = {"synthetic": _synthetic, **{name: _text for name in TEXT_SOURCES}}
 
 
 def load_task(data_cfg, workdir: str) -> TaskData:

@@ -82,7 +82,7 @@ class MultiHeadAttention(nn.Module):
       self.rel_value = self.param("rel_value", init, shape, self.param_dtype)
 
   def __call__(self, inputs_q, inputs_kv=None, *, mask=None, is_causal=False, kv_cache=None, cache_index=None,
-               deterministic=True, return_weights=False):
+               positions=None, deterministic=True, return_weights=False):
     """Attends from ``inputs_q [B, T, D]`` to ``inputs_kv [B, S, D]`` (default: self-attention).
 
     Args:
@@ -93,6 +93,8 @@ class MultiHeadAttention(nn.Module):
       kv_cache: a self-attention cache (with ``cache_index``) or a cross-attention cache (without); see the module
         docstring.
       cache_index: int32 scalar, position of ``inputs_q[:, 0]`` in the self-attention cache.
+      positions: ``[B, T]`` token positions for relative attention in packed rows (positions restart per example);
+        default ``arange(T)``. Self-attention without a cache only.
       deterministic: no dropout when True.
       return_weights: also return the attention weights ``[B, N, T, S]``.
 
@@ -109,6 +111,8 @@ class MultiHeadAttention(nn.Module):
       inputs_kv = inputs_q if inputs_kv is None else inputs_kv
       key, value = self.key(inputs_kv), self.value(inputs_kv)
       q_positions, kv_positions = jnp.arange(t), jnp.arange(key.shape[1])
+      if positions is not None:
+        q_positions = kv_positions = positions
       if kv_cache is not None:  # self-attention: append T new positions at cache_index
         key = jax.lax.dynamic_update_slice_in_dim(kv_cache["key"], key.astype(kv_cache["key"].dtype), cache_index, 1)
         value = jax.lax.dynamic_update_slice_in_dim(kv_cache["value"], value.astype(kv_cache["value"].dtype),

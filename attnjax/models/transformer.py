@@ -25,6 +25,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from attnjax import kernels
 from attnjax.layers.attention import MultiHeadAttention
 from attnjax.layers.embedding import POSITIONAL_ENCODINGS, PositionalEncoding, TokenEmbedding
 from attnjax.models.interface import DecoderOutput, source_mask
@@ -108,16 +109,17 @@ class LayerConfig:
 
 
 class EncoderLayer(nn.Module):
-  """Self-attention + FFN, each wrapped by :class:`_Sublayer`. ``x [B, S, D]``, ``mask [B, 1, 1, S]``."""
+  """Self-attention + FFN, each wrapped by :class:`_Sublayer`. ``x [B, S, D]``, ``mask [B, 1, 1|S, S]``."""
   config: LayerConfig
 
   @nn.compact
-  def __call__(self, x, mask, *, deterministic=True):
+  def __call__(self, x, mask, *, positions=None, deterministic=True):
     cfg = self.config
     attention = cfg.attention("self_attention", cfg.relative)
     ffn = cfg.ffn()
     x, = cfg.sublayer("attention_block")(
-        x, lambda h: attention(h, mask=mask, deterministic=deterministic)[:1], deterministic=deterministic)
+        x, lambda h: attention(h, mask=mask, positions=positions, deterministic=deterministic)[:1],
+        deterministic=deterministic)
     x, = cfg.sublayer("ffn_block")(x, lambda h: (ffn(h, deterministic=deterministic),), deterministic=deterministic)
     return x
 
@@ -135,14 +137,15 @@ class DecoderLayer(nn.Module):
     self.cross_block = cfg.sublayer("cross_attention_block")
     self.ffn_block = cfg.sublayer("ffn_block")
 
-  def __call__(self, x, encoded, src_mask4, *, cache=None, cache_index=None, deterministic=True,
-               return_weights=False):
+  def __call__(self, x, encoded, src_mask4, *, self_mask=None, positions=None, cache=None, cache_index=None,
+               deterministic=True, return_weights=False):
     det = deterministic
     self_cache = None if cache is None else cache["self"]
     cross_cache = None if cache is None else cache["cross"]
     x, new_self, _ = self.self_block(
-        x, lambda h: self.self_attention(h, is_causal=cache is None, kv_cache=self_cache, cache_index=cache_index,
-                                         deterministic=det), deterministic=det)
+        x, lambda h: self.self_attention(h, mask=self_mask, is_causal=cache is None, kv_cache=self_cache,
+                                         cache_index=cache_index, positions=positions, deterministic=det),
+        deterministic=det)
     x, _, weights = self.cross_block(
         x, lambda h: self.cross_attention(h, None if cross_cache is not None else encoded, mask=src_mask4,
                                           kv_cache=cross_cache, deterministic=det, return_weights=return_weights),
@@ -238,16 +241,26 @@ class Transformer(nn.Module):
       x = x + pe
     return self.input_dropout(x, deterministic=deterministic)
 
-  def encode(self, src, src_mask=None, *, deterministic=True):
-    """``src [B, S]`` -> ``{"encoded": [B, S, D], "src_mask": [B, S]}``."""
+  def encode(self, src, src_mask=None, *, segment_ids=None, positions=None, deterministic=True):
+    """``src [B, S]`` -> ``{"encoded": [B, S, D], "src_mask": [B, S]}`` (+ ``"src_segment_ids"`` when packed).
+
+    Packed rows (several examples per row) pass ``segment_ids [B, S]`` (1, 2, ... per example, 0 on padding) and
+    ``positions [B, S]`` (restarting at 0 per example): attention stays inside each example
+    (:func:`attnjax.kernels.segment_mask`) and every example sees the positions it would have alone.
+    """
     mask = source_mask(src, src_mask)
-    x = self._embed(self.src_embed, src, jnp.arange(src.shape[1]), deterministic)
+    x = self._embed(self.src_embed, src, jnp.arange(src.shape[1]) if positions is None else positions, deterministic)
     attn_mask = mask[:, None, None, :]
+    memory = {"src_mask": mask}
+    if segment_ids is not None:
+      attn_mask = kernels.combine_masks(attn_mask, kernels.segment_mask(segment_ids, segment_ids))
+      memory["src_segment_ids"] = segment_ids
     for layer in self.encoder_layers:
-      x = layer(x, attn_mask, deterministic=deterministic)
+      x = layer(x, attn_mask, positions=positions, deterministic=deterministic)
     if self.pre_norm:
       x = self.encoder_norm(x)
-    return {"encoded": x, "src_mask": mask}
+    memory["encoded"] = x
+    return memory
 
   def init_cache(self, memory, max_length):
     """Self-attention buffers of ``max_length`` positions and the projected memory, per decoder layer."""
@@ -261,19 +274,33 @@ class Transformer(nn.Module):
                    for layer in self.decoder_layers)
     return {"index": jnp.zeros((batch,), jnp.int32), "layers": layers}
 
-  def decode(self, tgt_in, memory, cache=None, *, deterministic=True, return_attention=False):
-    """Teacher forcing over ``tgt_in [B, T]`` (no cache) or T more steps from a cache; see the interface."""
+  def decode(self, tgt_in, memory, cache=None, *, segment_ids=None, positions=None, deterministic=True,
+             return_attention=False):
+    """Teacher forcing over ``tgt_in [B, T]`` (no cache) or T more steps from a cache; see the interface.
+
+    Packed rows (teacher forcing only) pass ``segment_ids``/``positions [B, T]`` as in :meth:`encode`; target segment
+    k attends only to source segment k.
+    """
     t = tgt_in.shape[1]
     start = None if cache is None else cache["index"][0]  # rows decode in lockstep
-    positions = jnp.arange(t) if cache is None else start + jnp.arange(t)
+    packed = segment_ids is not None
+    if packed and (cache is not None or "src_segment_ids" not in memory):
+      raise ValueError("packed decoding (segment_ids) needs teacher forcing and a memory encoded with segment_ids")
+    if positions is None:
+      positions = jnp.arange(t) if cache is None else start + jnp.arange(t)
     x = self._embed(self.tgt_embed, tgt_in, positions, deterministic)
     src_mask4 = memory["src_mask"][:, None, None, :]
+    self_mask = None
+    if packed:
+      src_mask4 = kernels.combine_masks(src_mask4, kernels.segment_mask(segment_ids, memory["src_segment_ids"]))
+      self_mask = kernels.segment_mask(segment_ids, segment_ids)
     new_layers, weights = [], None
     for i, layer in enumerate(self.decoder_layers):
       last = i == len(self.decoder_layers) - 1
-      x, layer_cache, w = layer(x, memory["encoded"], src_mask4, cache=None if cache is None else cache["layers"][i],
-                                cache_index=start, deterministic=deterministic,
-                                return_weights=return_attention and last)
+      x, layer_cache, w = layer(x, memory["encoded"], src_mask4, self_mask=self_mask,
+                                positions=positions if packed else None,
+                                cache=None if cache is None else cache["layers"][i], cache_index=start,
+                                deterministic=deterministic, return_weights=return_attention and last)
       new_layers.append(layer_cache)
       weights = w if w is not None else weights
     if self.pre_norm:
@@ -283,9 +310,12 @@ class Transformer(nn.Module):
     attention = None if weights is None else weights.mean(axis=1)  # [B, N, T, S] -> [B, T, S]
     return DecoderOutput(logits.astype(jnp.float32), new_cache, attention)
 
-  def __call__(self, src, tgt_in, src_mask=None, *, deterministic=True):
-    memory = self.encode(src, src_mask, deterministic=deterministic)
-    return self.decode(tgt_in, memory, deterministic=deterministic).logits
+  def __call__(self, src, tgt_in, src_mask=None, *, src_segment_ids=None, tgt_segment_ids=None, src_positions=None,
+               tgt_positions=None, deterministic=True):
+    memory = self.encode(src, src_mask, segment_ids=src_segment_ids, positions=src_positions,
+                         deterministic=deterministic)
+    return self.decode(tgt_in, memory, segment_ids=tgt_segment_ids, positions=tgt_positions,
+                       deterministic=deterministic).logits
 
 
 def transformer_preset(name: str, *, vocab_size: int = 37000, **overrides) -> Transformer:

@@ -40,11 +40,15 @@ class Checkpointer:
       raise ValueError(f"checkpoint keep must be >= 1 (a run must always keep its latest checkpoint), got {keep}")
     self.directory = os.path.abspath(directory)
     self.best_metric = best_metric
+    self.best_mode = best_mode
     policies = [pp.LatestN(n=keep)]
     if best_metric:
       policies.append(pp.BestN(get_metric_fn=lambda m: m[best_metric], reverse=best_mode == "min", n=1,
                                keep_checkpoints_without_metrics=False))
+    # best_fn as well as the policy: it makes Orbax store each step's metrics, which best_step() reads back
     options = ocp.CheckpointManagerOptions(preservation_policy=pp.AnyPreservationPolicy(policies),
+                                           best_fn=(lambda m: m[best_metric]) if best_metric else None,
+                                           best_mode=best_mode,
                                            enable_async_checkpointing=async_save, create=True,
                                            cleanup_tmp_directories=True)
     self.manager = ocp.CheckpointManager(self.directory, item_names=("state", "data"), options=options)
@@ -65,7 +69,17 @@ class Checkpointer:
     return sorted(self.manager.all_steps())
 
   def best_step(self) -> int | None:
-    return self.manager.best_step() if self.best_metric else None
+    """The kept step with the best ``best_metric`` (None without metric or metrics)."""
+    if not self.best_metric:
+      return None
+    scored = []
+    for step in self.steps():
+      metrics = self.manager.metrics(step)
+      if metrics and self.best_metric in metrics:
+        scored.append((float(metrics[self.best_metric]), step))
+    if not scored:
+      return None
+    return (min(scored) if self.best_mode == "min" else max(scored))[1]
 
   def restore(self, abstract_state, step: int | None = None) -> tuple[Any, dict, int] | None:
     """Restores ``step`` (default: the newest readable one) into ``abstract_state``'s shapes and shardings.

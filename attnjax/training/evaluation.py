@@ -73,6 +73,8 @@ def score(hypotheses, references, names) -> tuple[dict[str, float], dict[str, st
     elif name in ("bleu", "chrf", "ter"):
       result = getattr(metrics_lib, name)(hypotheses, references)
       values[name], signatures[name] = float(result.score), result.signature
+    elif name == "rouge":  # ROUGE-1/2/L/Lsum F1 with stemming, as the summarization papers report
+      values.update(metrics_lib.rouge(hypotheses, [metrics_lib.split_sentences(r) for r in references]))
     else:
       raise ValueError(f"unknown decoding metric {name!r}")
   return values, signatures

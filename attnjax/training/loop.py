@@ -185,8 +185,11 @@ def _log(writer, step: int, values: dict, prefix: str) -> None:
     writer.flush()
 
 
-def train_and_evaluate(config, workdir: str) -> dict:
-  """Trains ``config`` in ``workdir`` (resuming from its newest checkpoint) and returns the last evaluation."""
+def train_and_evaluate(config, workdir: str, on_step=None) -> dict:
+  """Trains ``config`` in ``workdir`` (resuming from its newest checkpoint) and returns the last evaluation.
+
+  ``on_step(step)``, if given, is called after every optimizer step (profilers, tests that interrupt the run).
+  """
   maybe_initialize_distributed(config.distributed)
   exp = Experiment(config, workdir)
   save_config(config, workdir)
@@ -220,6 +223,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
       step += 1
       window_flops += flops_by_shape[shape_key]
       window_tokens += float(local["tgt_mask"].sum()) * jax.process_count()  # host-side: no device sync per step
+      if on_step is not None:
+        on_step(step)
       if step % t.log_every == 0 or step == t.steps:
         m = jax.device_get(metrics)
         elapsed = time.perf_counter() - window_start

@@ -15,12 +15,14 @@ from attnjax.training import partitioning
 from attnjax.training.losses import smoothed_cross_entropy
 
 BATCH_KEYS = ("src", "src_mask", "tgt_in", "tgt_out", "tgt_mask")
+PACKED_KEYS = ("src_segment_ids", "tgt_segment_ids", "src_positions", "tgt_positions")
 
 
 def _loss_stats(model, params, batch, rng, label_smoothing, deterministic):
   rngs = None if deterministic else {"dropout": rng}
+  packed = {key: batch[key] for key in PACKED_KEYS if key in batch}  # packed rows (Transformer only)
   logits = model.apply({"params": params}, batch["src"], batch["tgt_in"], batch["src_mask"],
-                       deterministic=deterministic, rngs=rngs)
+                       deterministic=deterministic, rngs=rngs, **packed)
   return smoothed_cross_entropy(logits, batch["tgt_out"], batch["tgt_mask"], label_smoothing)
 
 
@@ -64,12 +66,13 @@ def make_train_step(model, tx, schedule, *, state_sharding, mesh, rules, label_s
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics = {"loss": stats["loss_sum"] / ntokens, "nll": stats["nll_sum"] / ntokens, "ntokens": stats["ntokens"],
-               "grad_norm": optax.global_norm(grads), "learning_rate": schedule(state.step)}
+               "grad_norm": optax.tree.norm(grads), "learning_rate": schedule(state.step)}
     return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
   data = partitioning.batch_sharding(mesh, rules)
-  return jax.jit(step, in_shardings=(state_sharding, {k: data for k in BATCH_KEYS}),
-                 out_shardings=(state_sharding, partitioning.replicated(mesh)), donate_argnums=(0,))
+  # one sharding for the whole batch dict (a pytree prefix): whichever keys it has are split along the batch axis
+  return jax.jit(step, in_shardings=(state_sharding, data), out_shardings=(state_sharding, partitioning.replicated(mesh)),
+                 donate_argnums=(0,))
 
 
 def make_eval_step(model, *, state_sharding, mesh, rules, label_smoothing=0.0):
@@ -79,15 +82,14 @@ def make_eval_step(model, *, state_sharding, mesh, rules, label_smoothing=0.0):
   def step(params, batch):
     return _loss_stats(model, params, batch, None, label_smoothing, True)
 
-  return jax.jit(step, in_shardings=(state_sharding.params, {k: data for k in BATCH_KEYS}),
-                 out_shardings=partitioning.replicated(mesh))
+  return jax.jit(step, in_shardings=(state_sharding.params, data), out_shardings=partitioning.replicated(mesh))
 
 
 def global_batch(local_batch, mesh, rules):
   """Host-local numpy rows → global sharded arrays (each process passes only its own rows)."""
   sharding = partitioning.batch_sharding(mesh, rules)
   out = {}
-  for key in BATCH_KEYS:
+  for key in BATCH_KEYS + tuple(k for k in PACKED_KEYS if k in local_batch):
     local = local_batch[key]
     global_shape = (local.shape[0] * jax.process_count(),) + local.shape[1:]
     out[key] = jax.make_array_from_process_local_data(sharding, local, global_shape)

@@ -77,3 +77,19 @@ def test_preset_parameter_counts_match_the_paper(name, d, d_ff, paper_millions):
 def test_invalid_configs_are_refused_at_construction(kwargs, match):
   with pytest.raises(ValueError, match=match):
     _model(**kwargs)
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "relative"])
+def test_packed_rows_give_the_same_logits_as_separate_examples(rng, positional):
+  model = _model(positional=positional, dropout_rate=0.0)
+  (s1, t1), (s2, t2) = (conformance.random_batch(rng, 1, n, m, V) for n, m in ((4, 3), (3, 5)))
+  variables = conformance.init(model, s1, t1)
+  alone = [model.apply(variables, s, t)[0] for s, t in ((s1, t1), (s2, t2))]
+  src = jnp.concatenate([s1, s2, jnp.zeros((1, 2), jnp.int32)], axis=1)  # [1, 9]: two examples + padding
+  tgt = jnp.concatenate([t1, t2], axis=1)  # [1, 8]
+  seg = lambda lens, total: jnp.asarray([sum(([i + 1] * n for i, n in enumerate(lens)), []) + [0] * (total - sum(lens))])
+  pos = lambda lens, total: jnp.asarray([sum((list(range(n)) for n in lens), []) + [0] * (total - sum(lens))])
+  packed = model.apply(variables, src, tgt, src_segment_ids=seg((4, 3), 9), tgt_segment_ids=seg((3, 5), 8),
+                       src_positions=pos((4, 3), 9), tgt_positions=pos((3, 5), 8))[0]
+  np.testing.assert_allclose(packed[:3], alone[0], atol=1e-5, rtol=1e-5)
+  np.testing.assert_allclose(packed[3:], alone[1], atol=1e-5, rtol=1e-5)

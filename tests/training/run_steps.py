@@ -33,7 +33,9 @@ def tiny_config(mesh_shape, model="transformer"):
   elif model == "convs2s":
     config.model = ml_collections.ConfigDict(dict(name="convs2s", embed_dim=16, hidden_dim=32, encoder_layers=2,
                                                   decoder_layers=2, dropout_rate=0.1, max_length=64))
-  config.train.warmup_steps = 10
+  config.train.schedule = "constant"
+  config.train.learning_rate = 1e-3
+  config.train.warmup_steps = 5
   config.mesh.shape = tuple(mesh_shape)
   return config
 
@@ -51,6 +53,30 @@ def run(config, steps, workdir):
   return losses
 
 
+def reshard_check(workdir):
+  """Trains 5 steps on a data-parallel mesh, checkpoints, restores onto a data×tensor mesh: max |difference|."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from attnjax.training.loop import Experiment  # pylint: disable=g-import-not-at-top
+  config = tiny_config((8, 1, 1))
+  config.train.steps = 5
+  config.train.checkpoint_every = 5
+  config.train.eval_every = 1000
+  from attnjax.training.loop import train_and_evaluate  # pylint: disable=g-import-not-at-top
+  train_and_evaluate(config, workdir)
+  saved = Experiment(config, workdir)
+  saved.restore()
+  reference = jax.device_get(saved.state.params)
+  saved.checkpointer.close()
+  config.mesh.shape = (2, 1, 4)
+  other = Experiment(config, workdir)
+  step = other.restore()
+  diffs = [float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+           for a, b in zip(jax.tree_util.tree_leaves(reference), jax.tree_util.tree_leaves(other.state.params))]
+  specs = {str(x.sharding.spec) for x in jax.tree_util.tree_leaves(other.state.params)}
+  other.checkpointer.close()
+  return {"step": step, "max_diff": max(diffs), "mesh": dict(other.mesh.shape), "specs": sorted(specs)}
+
+
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--mesh", default="1,1,1")
@@ -59,7 +85,12 @@ def main():
   parser.add_argument("--process_id", type=int, default=None)
   parser.add_argument("--num_processes", type=int, default=None)
   parser.add_argument("--port", type=int, default=None)
+  parser.add_argument("--reshard_check", action="store_true")
   args = parser.parse_args()
+  if args.reshard_check:
+    with tempfile.TemporaryDirectory() as workdir:
+      print(json.dumps(reshard_check(workdir)))
+    return
   if args.num_processes:
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(f"127.0.0.1:{args.port}", args.num_processes, args.process_id)

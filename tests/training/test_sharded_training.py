@@ -59,3 +59,14 @@ def test_two_processes_with_gloo_match_one_process(single_device):
   for result in results:
     assert result["processes"] == 2 and result["devices"] == 4
     np.testing.assert_allclose(result["losses"], single_device["transformer"], rtol=1e-5, atol=1e-5)
+
+
+def test_checkpoint_from_a_data_parallel_mesh_restores_onto_a_data_tensor_mesh():
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+  proc = subprocess.run([sys.executable, "-m", "tests.training.run_steps", "--reshard_check"], cwd=ROOT, env=env,
+                        capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  result = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert result["step"] == 5 and result["mesh"] == {"data": 2, "fsdp": 1, "tensor": 4}
+  assert result["max_diff"] == 0.0
+  assert any("tensor" in spec for spec in result["specs"])  # the restored params really are sharded differently

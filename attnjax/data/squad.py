@@ -1,0 +1,294 @@
+"""SQuAD reading comprehension (Rajpurkar et al. 2016, 2018): JSON loading, answer spans in tokens, and back to text.
+
+Pipeline:
+
+1. :func:`load_squad_json` reads the official JSON (v1.1 or v2.0, optionally gzipped) into :class:`SquadQuestion`
+   records; :func:`attnjax.data.sources.tfds_squad` gives the same records from tensorflow-datasets.
+2. :func:`encode_examples` tokenizes questions and contexts with a vocabulary that has ``encode_with_offsets``
+   (:class:`attnjax.data.tokenizer.SentencePieceVocab`) and maps the first gold answer's character span to an
+   inclusive token span with :func:`char_span_to_token_span`, giving :class:`SquadExample` records.
+3. A model predicts a token span per example; :func:`predictions_from_spans` cuts the corresponding substring out of
+   the *original* context (through the token offsets, so normalisation and detokenization never alter it) and
+   :func:`gold_answers` gives the references for :func:`attnjax.metrics.squad_scores`.
+
+No answer (v2.0 ``is_impossible``): ``start = end =`` :data:`NO_ANSWER` (-1), and a predicted span of ``(-1, -1)``
+means "no answer", i.e. the empty string the v2.0 metric expects.
+
+Token spans are *inclusive* ``(tok_start, tok_end)`` pairs; character spans are Python-style ``[char_start,
+char_end)``. An answer that starts or ends inside a token gets the whole token: the span is the smallest run of tokens
+covering the answer, so its text can be longer than the answer ("1990" inside the token "1990s").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from absl import logging
+
+from attnjax.data.sources import open_binary
+
+NO_ANSWER = -1
+VERSIONS = ("1.1", "2.0")
+
+Offsets = Sequence[tuple[int, int]]
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadQuestion:
+  """One question as the dataset gives it.
+
+  Attributes:
+    qid: the question id (the key of predictions and of the metric).
+    question, context: the texts.
+    answers: gold ``(text, answer_start)`` pairs, ``answer_start`` a character offset into ``context``; empty for an
+      unanswerable (v2.0) question.
+    is_impossible: v2.0's unanswerable questions (always False in v1.1).
+    title: the article's title.
+  """
+  qid: str
+  question: str
+  context: str
+  answers: tuple[tuple[str, int], ...]
+  is_impossible: bool = False
+  title: str = ""
+
+  @property
+  def answer_texts(self) -> list[str]:
+    return [text for text, _ in self.answers]
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadExample:
+  """A tokenized question with its gold span.
+
+  Attributes:
+    qid: the question id.
+    question_ids: token ids of the question (no BOS/EOS).
+    context_ids: token ids of the context, truncated to ``max_context_tokens`` if that was given.
+    offsets: ``offsets[i] = (char_start, char_end)`` of context token ``i`` in ``context``.
+    start, end: inclusive token span of the first gold answer, or :data:`NO_ANSWER` for an unanswerable question
+      (and, with ``drop_unreachable=False``, for an answer that cannot be reached in the truncated context).
+    answers: every gold answer text (the metric takes the best); empty for an unanswerable question.
+    context: the original context, from which predicted spans are cut.
+    is_impossible: v2.0's unanswerable questions.
+  """
+  qid: str
+  question_ids: list[int]
+  context_ids: list[int]
+  offsets: list[tuple[int, int]]
+  start: int
+  end: int
+  answers: tuple[str, ...]
+  context: str
+  is_impossible: bool = False
+
+
+# ------------------------------------------------------------------------------------------------------ loading
+
+
+def _require(mapping: Any, key: str, kind: type | tuple[type, ...], where: str, path: str) -> Any:
+  if not isinstance(mapping, dict):
+    raise ValueError(f"{path}: {where} must be a JSON object, got {type(mapping).__name__}")
+  if key not in mapping:
+    raise ValueError(f"{path}: {where} has no {key!r} key (keys: {sorted(mapping)})")
+  value = mapping[key]
+  # bool is an int in Python, but true is never a valid answer_start.
+  if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+    names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+    raise ValueError(f"{path}: {where}[{key!r}] must be a {names}, got {type(value).__name__}")
+  return value
+
+
+def parse_squad(dataset: Any, path: str = "<dataset>") -> list[SquadQuestion]:
+  """The questions of a SQuAD-format dataset dict (``{"version", "data": [{"title", "paragraphs": [{"context",
+  "qas": [{"id", "question", "answers": [{"text", "answer_start"}], "is_impossible"?}]}]}]}``).
+
+  v2.0's ``plausible_answers`` are not gold and are ignored; an ``is_impossible`` question keeps no answer. Answers
+  whose text does not occur at ``answer_start`` are kept (their span is ``answer_start`` + the text's length) and
+  counted in a warning.
+
+  Raises:
+    ValueError: a missing key, a wrong type, a duplicate question id or an answer_start outside the context, naming
+      ``path`` and the JSON location (``data[3].paragraphs[0].qas[5]``).
+  """
+  data = _require(dataset, "data", list, "the top level", path)
+  questions, seen = [], set()
+  misaligned, first_misaligned = 0, None
+  for a, article in enumerate(data):
+    where_article = f"data[{a}]"
+    paragraphs = _require(article, "paragraphs", list, where_article, path)
+    title = article.get("title", "") if isinstance(article.get("title", ""), str) else ""
+    for p, paragraph in enumerate(paragraphs):
+      where_paragraph = f"{where_article}.paragraphs[{p}]"
+      context = _require(paragraph, "context", str, where_paragraph, path)
+      for q, qa in enumerate(_require(paragraph, "qas", list, where_paragraph, path)):
+        where = f"{where_paragraph}.qas[{q}]"
+        qid = _require(qa, "id", str, where, path)
+        if qid in seen:
+          raise ValueError(f"{path}: {where} repeats question id {qid!r}")
+        seen.add(qid)
+        question = _require(qa, "question", str, where, path)
+        impossible = qa.get("is_impossible", False)
+        if not isinstance(impossible, bool):
+          raise ValueError(f"{path}: {where}['is_impossible'] must be true or false, got {impossible!r}")
+        answers = []
+        for k, answer in enumerate(_require(qa, "answers", list, where, path)):
+          where_answer = f"{where}.answers[{k}]"
+          text = _require(answer, "text", str, where_answer, path)
+          start = _require(answer, "answer_start", int, where_answer, path)
+          if not 0 <= start <= len(context) - len(text):
+            raise ValueError(f"{path}: {where_answer}: answer_start {start} with a {len(text)}-character answer is "
+                             f"outside the {len(context)}-character context")
+          if context[start:start + len(text)] != text:
+            misaligned += 1
+            first_misaligned = first_misaligned or qid
+          answers.append((text, start))
+        if not impossible and not answers:
+          raise ValueError(f"{path}: {where} (id {qid!r}) has no answer and is not marked is_impossible")
+        questions.append(SquadQuestion(qid=qid, question=question, context=context,
+                                       answers=() if impossible else tuple(answers), is_impossible=impossible,
+                                       title=title))
+  if misaligned:
+    logging.warning("%s: %d answers do not match the context at their answer_start (first in question %s); their "
+                    "span is taken as answer_start + the text's length", path, misaligned, first_misaligned)
+  return questions
+
+
+def load_squad_json(path: str | os.PathLike) -> list[SquadQuestion]:
+  """The questions of an official SQuAD v1.1 / v2.0 JSON file (optionally gzipped), see :func:`parse_squad`.
+
+  Raises:
+    ValueError: not UTF-8 JSON (names the file, line and column) or malformed (names the file and JSON location).
+  """
+  path = os.fspath(path)
+  with open_binary(path) as f:
+    raw = f.read()
+  try:
+    dataset = json.loads(raw.decode("utf-8"))
+  except UnicodeDecodeError as e:
+    raise ValueError(f"{path}: invalid UTF-8 at byte {e.start}: {e.reason}") from None
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{path}: invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
+  return parse_squad(dataset, path)
+
+
+def squad_version(questions: Sequence[SquadQuestion]) -> str:
+  """The metric version for these questions: "2.0" if any is unanswerable, else "1.1"."""
+  return "2.0" if any(q.is_impossible for q in questions) else "1.1"
+
+
+# -------------------------------------------------------------------------------------------------------- spans
+
+
+def char_span_to_token_span(offsets: Offsets, char_start: int, char_end: int) -> tuple[int, int]:
+  """The inclusive token span ``(tok_start, tok_end)`` of the fewest tokens covering characters
+  ``[char_start, char_end)``.
+
+  ``offsets[i] = (begin, end)`` is token i's character span (:meth:`SentencePieceVocab.encode_with_offsets`).
+  A token overlaps the answer when it shares a character with it; tokens covering no character (``begin == end``)
+  never do. An answer that starts or ends inside a token gets that whole token.
+
+  Raises:
+    ValueError: an empty span (``char_end <= char_start``) or one that no token overlaps (e.g. past a truncated
+      context, or only whitespace that the tokenizer dropped).
+  """
+  if char_end <= char_start:
+    raise ValueError(f"empty character span [{char_start}, {char_end})")
+  overlapping = [i for i, (begin, end) in enumerate(offsets)
+                 if begin < end and begin < char_end and end > char_start]
+  if not overlapping:
+    raise ValueError(f"no token overlaps the character span [{char_start}, {char_end}) (the tokens cover "
+                     f"[{offsets[0][0] if offsets else 0}, {offsets[-1][1] if offsets else 0}))")
+  return overlapping[0], overlapping[-1]
+
+
+def token_span_to_text(context: str, offsets: Offsets, start: int, end: int) -> str:
+  """The substring of the original ``context`` that the inclusive token span covers, stripped of surrounding
+  whitespace (a sentencepiece token carries the space before its word); ``""`` for ``(NO_ANSWER, NO_ANSWER)``."""
+  if start == NO_ANSWER and end == NO_ANSWER:
+    return ""
+  if not 0 <= start <= end < len(offsets):
+    raise ValueError(f"token span ({start}, {end}) is not inside the {len(offsets)} context tokens (need 0 <= start "
+                     f"<= end < {len(offsets)}, or ({NO_ANSWER}, {NO_ANSWER}) for no answer)")
+  return context[offsets[start][0]:offsets[end][1]].strip()
+
+
+# ------------------------------------------------------------------------------------------------------ examples
+
+
+def encode_examples(questions: Sequence[SquadQuestion], vocab, *, max_context_tokens: int | None = None,
+                    max_question_tokens: int | None = None, drop_unreachable: bool = True) -> list[SquadExample]:
+  """Tokenizes questions and contexts and maps each question's first gold answer to a token span.
+
+  Args:
+    questions: records from :func:`load_squad_json` or :func:`attnjax.data.sources.tfds_squad`.
+    vocab: a vocabulary with ``encode`` and ``encode_with_offsets``
+      (:class:`~attnjax.data.tokenizer.SentencePieceVocab`).
+    max_context_tokens / max_question_tokens: truncate contexts / questions to this many tokens (None: no limit).
+    drop_unreachable: an answerable question whose answer cannot be a token span (it lies past the truncated context,
+      or no token overlaps it) is dropped (for training: there is no target). With False it is kept with ``start =
+      end = NO_ANSWER`` (for evaluation: every question must count in EM / F1, as in the official script). Either
+      way the count is logged.
+  """
+  examples, unreachable, first_unreachable = [], 0, None
+  for q in questions:
+    question_ids = vocab.encode(q.question)[:max_question_tokens]
+    context_ids, offsets = vocab.encode_with_offsets(q.context)
+    start = end = NO_ANSWER
+    if not q.is_impossible:
+      text, char_start = q.answers[0]
+      try:
+        # Mapped in the whole context, then checked against the truncation: mapping in the truncated one would
+        # silently clip an answer that straddles the cut to its first tokens.
+        start, end = char_span_to_token_span(offsets, char_start, char_start + len(text))
+        if max_context_tokens is not None and end >= max_context_tokens:
+          raise ValueError("answer past the truncated context")
+      except ValueError:
+        start = end = NO_ANSWER
+        unreachable += 1
+        first_unreachable = first_unreachable or q.qid
+        if drop_unreachable:
+          continue
+    context_ids, offsets = context_ids[:max_context_tokens], offsets[:max_context_tokens]
+    examples.append(SquadExample(qid=q.qid, question_ids=list(question_ids), context_ids=list(context_ids),
+                                 offsets=list(offsets), start=start, end=end, answers=tuple(q.answer_texts),
+                                 context=q.context, is_impossible=q.is_impossible))
+  if unreachable:
+    logging.warning("SQuAD: %d of %d answers are not a token span of the%s context (first: question %s); %s",
+                    unreachable, len(questions), " truncated" if max_context_tokens else "", first_unreachable,
+                    "those questions are dropped" if drop_unreachable else "they get start = end = NO_ANSWER")
+  return examples
+
+
+def predictions_from_spans(examples: Sequence[SquadExample],
+                           spans: Sequence[tuple[int, int]] | Mapping[str, tuple[int, int]]) -> dict[str, str]:
+  """Question id -> predicted answer text, from one inclusive token span per example (a sequence aligned with
+  ``examples``, or a mapping by question id); ``(NO_ANSWER, NO_ANSWER)`` predicts "no answer" (``""``)."""
+  if isinstance(spans, Mapping):
+    missing = [e.qid for e in examples if e.qid not in spans]
+    if missing:
+      raise ValueError(f"spans has no prediction for {len(missing)} questions (first: {missing[0]!r})")
+    spans = [spans[e.qid] for e in examples]
+  elif len(spans) != len(examples):
+    raise ValueError(f"got {len(spans)} spans for {len(examples)} examples")
+  out = {}
+  for example, (start, end) in zip(examples, spans):
+    try:
+      out[example.qid] = token_span_to_text(example.context, example.offsets, int(start), int(end))
+    except ValueError as e:
+      raise ValueError(f"question {example.qid!r}: {e}") from None
+  return out
+
+
+def gold_answers(records: Sequence[SquadExample | SquadQuestion]) -> dict[str, list[str]]:
+  """Question id -> gold answer texts (empty for unanswerable questions), the references of
+  :func:`attnjax.metrics.squad_scores`."""
+  out = {}
+  for record in records:
+    texts = record.answers if isinstance(record, SquadExample) else record.answer_texts
+    out[record.qid] = [] if record.is_impossible else list(texts)
+  return out

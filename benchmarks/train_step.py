@@ -1,0 +1,148 @@
+"""Transformer train step (fwd + bwd + Adam), float32, CPU: attnjax vs torch.nn.Transformer with the same dims.
+
+    python -m benchmarks.train_step                    # small (d 256, 3+3) and base (d 512, 6+6)
+    python -m benchmarks.train_step --configs=small --reps=3
+
+Both sides: batch B × L source and target tokens, vocabulary V, dropout 0.1, label smoothing 0.1, Adam; the same
+number of threads (torch.set_num_threads = JAX's devices' cores). Model FLOPs per step are XLA's count for the attnjax
+step (``cost_analysis``), credited to both; "of peak" is model FLOP/s over a float32 matmul (M = N = K = 2048)
+measured in the same run — the best this machine's BLAS does, not a datasheet number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from attnjax.models.transformer import Transformer
+from attnjax.training.losses import smoothed_cross_entropy
+from benchmarks.common import interleaved_medians, machine_description, markdown_table
+
+CONFIGS = {
+    "small": dict(d_model=256, num_heads=4, d_ff=1024, layers=3),
+    "base": dict(d_model=512, num_heads=8, d_ff=2048, layers=6),
+}
+
+
+def matmul_peak(n: int = 2048) -> float:
+  a = jnp.ones((n, n), jnp.float32)
+  f = jax.jit(lambda x: x @ x)
+  run = lambda: jax.block_until_ready(f(a))
+  return 2 * n**3 / interleaved_medians({"mm": run}, 5)["mm"]
+
+
+def attnjax_step(cfg, vocab, src, tgt_in, tgt_out):
+  model = Transformer(src_vocab_size=vocab, tgt_vocab_size=vocab, num_encoder_layers=cfg["layers"],
+                      num_decoder_layers=cfg["layers"], d_model=cfg["d_model"], num_heads=cfg["num_heads"],
+                      d_ff=cfg["d_ff"], dropout_rate=0.1, shared_vocab=True, share_source_embeddings=True)
+  params = jax.tree_util.tree_map(lambda x: x, __import__("flax").linen.meta.unbox(
+      model.init(jax.random.PRNGKey(0), src, tgt_in)["params"]))
+  tx = optax.adam(1e-4, b2=0.98, eps=1e-9)
+  opt_state = tx.init(params)
+
+  def step(params, opt_state, rng):
+    def loss(p):
+      logits = model.apply({"params": p}, src, tgt_in, deterministic=False, rngs={"dropout": rng})
+      stats = smoothed_cross_entropy(logits, tgt_out, jnp.ones_like(tgt_out, jnp.float32), 0.1)
+      return stats["loss_sum"] / stats["ntokens"]
+    value, grads = jax.value_and_grad(loss)(params)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, value
+
+  compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, jax.random.PRNGKey(1)).compile()
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  state = {"p": params, "o": opt_state, "i": 0}
+
+  def run():
+    state["i"] += 1
+    state["p"], state["o"], value = compiled(state["p"], state["o"], jax.random.PRNGKey(state["i"]))
+    jax.block_until_ready(value)
+  return run, float(cost.get("flops", 0.0))
+
+
+def torch_step(cfg, vocab, src, tgt_in, tgt_out, threads):
+  try:
+    import torch  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return None
+  torch.set_num_threads(threads)
+  torch.manual_seed(0)
+  d = cfg["d_model"]
+
+  class Model(torch.nn.Module):
+    def __init__(self):
+      super().__init__()
+      self.embed = torch.nn.Embedding(vocab, d)
+      self.core = torch.nn.Transformer(d, cfg["num_heads"], cfg["layers"], cfg["layers"], cfg["d_ff"], dropout=0.1,
+                                       batch_first=True)
+
+    def forward(self, s, t):
+      pos = torch.tensor(np.asarray(__import__("attnjax").kernels.sinusoidal_positions(max(s.shape[1], t.shape[1]),
+                                                                                        d)))
+      mask = self.core.generate_square_subsequent_mask(t.shape[1])
+      h = self.core(self.embed(s) * d**0.5 + pos[:s.shape[1]], self.embed(t) * d**0.5 + pos[:t.shape[1]],
+                    tgt_mask=mask, tgt_is_causal=True)
+      return h @ self.embed.weight.T  # tied output, as on the attnjax side
+
+  model = Model()
+  opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+  ts, ti, to = (torch.tensor(np.asarray(x), dtype=torch.long) for x in (src, tgt_in, tgt_out))
+  loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
+
+  def run():
+    opt.zero_grad(set_to_none=True)
+    logits = model(ts, ti)
+    loss = loss_fn(logits.reshape(-1, vocab), to.reshape(-1))
+    loss.backward()
+    opt.step()
+  return run
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--configs", default="small,base")
+  parser.add_argument("--batch", type=int, default=16)
+  parser.add_argument("--length", type=int, default=64)
+  parser.add_argument("--vocab", type=int, default=8192)
+  parser.add_argument("--reps", type=int, default=5)
+  args = parser.parse_args()
+  threads = os.cpu_count() or 1
+  peak = matmul_peak()
+  print(f"# train step, float32, batch {args.batch} × {args.length} tokens per side, vocab {args.vocab}, "
+        f"{threads} threads\n# {machine_description()}\n# measured float32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
+  rng = np.random.default_rng(0)
+  src = jnp.asarray(rng.integers(3, args.vocab, (args.batch, args.length)), jnp.int32)
+  tgt = jnp.asarray(rng.integers(3, args.vocab, (args.batch, args.length + 1)), jnp.int32)
+  tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+  tokens = args.batch * args.length
+  rows = []
+  for name in args.configs.split(","):
+    cfg = CONFIGS[name]
+    ours, flops = attnjax_step(cfg, args.vocab, src, tgt_in, tgt_out)
+    fns = {"attnjax": ours}
+    theirs = torch_step(cfg, args.vocab, src, tgt_in, tgt_out, threads)
+    if theirs is not None:
+      fns["torch"] = theirs
+    times = interleaved_medians(fns, args.reps)
+    tps = {k: tokens / v for k, v in times.items()}
+    row = [name, f"{tps['attnjax']:.0f}", f"{tps['torch']:.0f}" if "torch" in tps else "—",
+           f"{tps['attnjax'] / tps['torch']:.2f}×" if "torch" in tps else "—",
+           f"{flops / times['attnjax'] / 1e9:.1f}", f"{100 * flops / times['attnjax'] / peak:.0f}%",
+           f"{100 * flops / times['torch'] / peak:.0f}%" if "torch" in times else "—"]
+    rows.append(row)
+    print(row, flush=True)
+  print()
+  print(markdown_table(["config", "attnjax tgt tok/s", "torch tgt tok/s", "attnjax / torch", "attnjax GFLOP/s",
+                        "attnjax of matmul peak", "torch of matmul peak"], rows))
+
+
+if __name__ == "__main__":
+  main()
