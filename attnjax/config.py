@@ -64,6 +64,8 @@ def base_config() -> ml_collections.ConfigDict:
       best_metric="exact_match",
       best_mode="max",
       async_checkpoints=True,
+      # stop (with a checkpoint and a final evaluation) after this much wall time; None = run all steps
+      time_limit_minutes=config_dict.placeholder(float),
       # the peak that MFU is stated against; None = a float32 matmul measured at start-up on this device
       peak_tflops_per_device=config_dict.placeholder(float),
   ))

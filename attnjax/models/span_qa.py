@@ -35,7 +35,7 @@ Two encoder families (``encoder=``):
   BiDAF's trilinear similarity and its Q2C attention are replaced by the Luong 'general' score and left out: the
   fusion is the [c; c2q; c∘c2q] part of BiDAF's G. Each BiLSTM has D/2 units per direction so that every stack
   outputs D features. The contextual and modelling stacks have ``num_layers`` layers, the end stack one (BiDAF:
-  1, 2 and 1). The null span score follows Levy et al. (2017, §4), who append one trainable bias b to both the
+  1, 2 and 1). The null span score follows Levy et al. (2017), who append one trainable bias b to both the
   start and end logit vectors of BiDAF; here n = b + wᵀ maxpool_t(M_t), the pooled term (zero-initialised, so
   training starts from Levy's model) letting the score depend on the question-context pair.
 
@@ -52,6 +52,7 @@ logit ``MASKED_LOGIT`` so they are never predicted and contribute exactly zero p
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import flax.linen as nn
@@ -303,13 +304,17 @@ def best_span(start_logits, end_logits, context_mask, *, max_answer_length, no_a
     when ``is_no_answer``, else the span's score. A row without any real context token gives (0, 0, -inf) and
     always "no answer" when a null score is given.
   """
-  if not isinstance(max_answer_length, int) or isinstance(max_answer_length, bool) or max_answer_length < 1:
-    raise ValueError(f"max_answer_length must be a positive int, got {max_answer_length!r}")
+  length = max_answer_length
+  if not isinstance(length, numbers.Integral) or isinstance(length, bool) or length < 1:
+    raise ValueError(f"max_answer_length must be a positive int, got {length!r}")
+  start_logits, end_logits, context_mask = (jnp.asarray(x) for x in (start_logits, end_logits, context_mask))
   if start_logits.ndim != 2 or end_logits.shape != start_logits.shape or context_mask.shape != start_logits.shape:
     raise ValueError(f"start_logits, end_logits and context_mask must all be [B, C], got {start_logits.shape}, "
                      f"{end_logits.shape} and {context_mask.shape}")
   b, c = start_logits.shape
-  k = min(max_answer_length, c)
+  if c == 0:
+    raise ValueError("the context must have at least one position (C = 0)")
+  k = min(int(length), c)  # static: the band's width
   ends = jnp.arange(c)[:, None] + jnp.arange(k)[None, :]  # [C, K]: e = s + k
   in_range = ends < c
   ends = jnp.minimum(ends, c - 1)  # a valid index; the out-of-range entries are masked below
@@ -323,7 +328,7 @@ def best_span(start_logits, end_logits, context_mask, *, max_answer_length, no_a
   end = (start + best % k).astype(jnp.int32)
   if no_answer_logit is None:
     return start, end, score, jnp.zeros((b,), bool)
-  null = no_answer_logit.astype(jnp.float32)
+  null = jnp.asarray(no_answer_logit).astype(jnp.float32)
   is_null = null > score
   return start, end, jnp.where(is_null, null, score), is_null
 

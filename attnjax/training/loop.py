@@ -103,12 +103,13 @@ class _Preemption:
     logging.warning("SIGTERM received: saving a checkpoint before exiting")
     self.requested = True
 
-  def agreed(self) -> bool:
-    """All processes must stop at the same step: any process's request stops all."""
-    if jax.process_count() == 1:
-      return self.requested
-    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
-    return bool(np.any(multihost_utils.process_allgather(np.array([self.requested]))))
+  def agreed(self, out_of_time: bool = False) -> tuple[bool, bool]:
+    """(preempted, out of time), agreed by all processes (any one's request stops all at the same step)."""
+    flags = np.array([self.requested, out_of_time])
+    if jax.process_count() > 1:
+      from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+      flags = np.asarray(multihost_utils.process_allgather(flags)).reshape(-1, 2).any(axis=0)
+    return bool(flags[0]), bool(flags[1])
 
   def __exit__(self, *exc):
     if self._previous is not None:
@@ -238,8 +239,9 @@ def train_and_evaluate(config, workdir: str, on_step=None) -> dict:
                      values["target_tokens_per_s"], flops_per_s / 1e9, 100 * values["mfu"], eta)
         _log(writer, step, values, "train")
         window_tokens, window_flops, window_start = 0.0, 0.0, time.perf_counter()
-      stop = preemption.agreed()
-      evaluate_now = step % t.eval_every == 0 or step == t.steps
+      stop, out_of_time = preemption.agreed(
+          bool(t.time_limit_minutes) and time.perf_counter() - run_start > 60 * t.time_limit_minutes)
+      evaluate_now = step % t.eval_every == 0 or step == t.steps or out_of_time
       if evaluate_now and not stop:
         last_eval, signatures = exp.evaluate(limit=config.eval.num_decode_examples)
         logging.info("eval at step %d on %s: %s%s", step, config.eval.split,
@@ -252,6 +254,10 @@ def train_and_evaluate(config, workdir: str, on_step=None) -> dict:
         exp.checkpointer.save(step, exp.state, exp.train_batches.state(), force=True)
       if stop:
         logging.warning("preempted: checkpoint of step %d written, exiting", step)
+        break
+      if out_of_time:
+        logging.warning("train.time_limit_minutes=%s reached at step %d: evaluated, checkpointed, stopping",
+                        t.time_limit_minutes, step)
         break
   exp.checkpointer.wait()
   exp.checkpointer.close()
