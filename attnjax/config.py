@@ -37,6 +37,8 @@ def base_config() -> ml_collections.ConfigDict:
       max_tokens=4096,  # token-based batching: rows · max(S, T) per global batch
       bucket_boundaries=(16, 24, 32),
       pack=False,
+      # model vocabularies are padded up to a multiple of this, so that a vocab axis shards evenly over the mesh
+      vocab_multiple=128,
   ))
 
   c.model = ml_collections.ConfigDict(dict(

@@ -9,6 +9,7 @@ from jax.experimental import multihost_utils
 
 from attnjax import metrics as metrics_lib
 from attnjax.decoding import beam_search, greedy_search
+from attnjax.data.vocab import UNK_ID
 from attnjax.models.interface import PAD_ID
 from attnjax.training import steps
 
@@ -54,6 +55,8 @@ def decode(model, params, task, split: str, eval_cfg, max_src_len: int, *, limit
     else:
       result = greedy_search(model, {"params": params}, src, **common)
       tokens, attn = _to_host(result.tokens), None if result.attention is None else _to_host(result.attention)
+    # ids of the padding rows added to the vocabulary (data.vocab_multiple) are no token: read them as UNK
+    tokens = np.where(tokens < task.tgt_vocab.size, tokens, UNK_ID)
     for i, (ids, s, t) in enumerate(chunk):
       hyps.append(task.tgt_vocab.decode(tokens[i].tolist()))
       refs.append(t)

@@ -134,8 +134,9 @@ class Experiment:
     config_lib.validate(config)
     self.config, self.workdir = config, workdir
     self.task = load_task(config.data, workdir)
-    self.model = build_model(config.model.to_dict(), src_vocab_size=self.task.src_vocab.size,
-                             tgt_vocab_size=self.task.tgt_vocab.size)
+    pad = lambda n: -(-n // config.data.vocab_multiple) * config.data.vocab_multiple
+    self.model = build_model(config.model.to_dict(), src_vocab_size=pad(self.task.src_vocab.size),
+                             tgt_vocab_size=pad(self.task.tgt_vocab.size))
     self.mesh = partitioning.create_mesh(config.mesh.axes, config.mesh.shape)
     self.rules = config.mesh.rules
     d_model = getattr(self.model, "d_model", None) or getattr(self.model, "hidden_dim", None)
