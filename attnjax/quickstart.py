@@ -24,6 +24,7 @@ from attnjax.training.loop import train_and_evaluate
 _WORKDIR = flags.DEFINE_string("workdir", "runs/quickstart", "where runs, checkpoints and plots go")
 _STEPS_SCALE = flags.DEFINE_float("steps_scale", 1.0, "multiply every run's training steps (e.g. 0.1 for a smoke run)")
 _MODELS = flags.DEFINE_list("models", ["transformer", "lstm_bahdanau"], "which runs")
+_EVAL_LIMIT = flags.DEFINE_integer("eval_limit", None, "score only the first N test examples (smoke runs)")
 
 EXPERIMENTS = {"transformer": "dates_transformer.py", "lstm_bahdanau": "dates_lstm_bahdanau.py"}
 
@@ -57,7 +58,7 @@ def main(argv):
     train_and_evaluate(config, workdir)
     minutes = (time.perf_counter() - start) / 60
     heatmap = os.path.join(_WORKDIR.value, f"attention_{name}.png")
-    result = evaluate_checkpoint(workdir, split="test", checkpoint="best", heatmap=heatmap)
+    result = evaluate_checkpoint(workdir, split="test", checkpoint="best", heatmap=heatmap, limit=_EVAL_LIMIT.value)
     rows.append((name, config.train.steps, minutes, result))
   print("\nattnjax quickstart: date normalisation, test split, best checkpoint, beam search")
   print(f"{'model':16s} {'steps':>6s} {'train min':>9s} {'exact match':>11s} {'BLEU':>6s} {'chrF':>6s}")
