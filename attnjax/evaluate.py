@@ -13,6 +13,7 @@ import json
 from absl import app, flags
 
 from attnjax.training.checkpoint_eval import evaluate_checkpoint
+from attnjax.training.loop import quiet_orbax_logging
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "training workdir (holds config.json and checkpoints/)")
 _SPLIT = flags.DEFINE_string("split", "test", "train, validation or test")
@@ -32,6 +33,7 @@ def _parse(value: str):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  quiet_orbax_logging()
   overrides = {}
   for item in _EVAL.value:
     key, sep, value = item.partition("=")

@@ -12,14 +12,13 @@ Re-running resumes: finished runs are only evaluated again.
 from __future__ import annotations
 
 import importlib.util
-import logging as py_logging
 import os
 import time
 
-from absl import app, flags, logging
+from absl import app, flags
 
 from attnjax.training.checkpoint_eval import evaluate_checkpoint
-from attnjax.training.loop import train_and_evaluate
+from attnjax.training.loop import quiet_orbax_logging, train_and_evaluate
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/quickstart", "where runs, checkpoints and plots go")
 _STEPS_SCALE = flags.DEFINE_float("steps_scale", 1.0, "multiply every run's training steps (e.g. 0.1 for a smoke run)")
@@ -40,14 +39,9 @@ def experiment_config(filename: str):
   return module.get_config()
 
 
-class _QuietOrbax(py_logging.Filter):
-  def filter(self, record):  # Orbax narrates every save at INFO; keep its warnings
-    return record.levelno >= py_logging.WARNING or "orbax" not in record.pathname
-
-
 def main(argv):
   del argv
-  logging.get_absl_handler().addFilter(_QuietOrbax())
+  quiet_orbax_logging()
   rows = []
   for name in _MODELS.value:
     config = experiment_config(EXPERIMENTS[name])

@@ -8,7 +8,7 @@ Resumes from the newest checkpoint in ``--workdir``; SIGTERM saves a checkpoint 
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from attnjax.training.loop import train_and_evaluate
+from attnjax.training.loop import quiet_orbax_logging, train_and_evaluate
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiment file (ml_collections)", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "directory for checkpoints, config, vocabulary and TensorBoard")
@@ -18,6 +18,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  quiet_orbax_logging()
   result = train_and_evaluate(_CONFIG.value, _WORKDIR.value)
   logging.info("done: %s", result)
 

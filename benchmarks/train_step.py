@@ -12,9 +12,7 @@ measured in the same run — the best this machine's BLAS does, not a datasheet 
 from __future__ import annotations
 
 import argparse
-import functools
 import os
-import time
 
 import jax
 import jax.numpy as jnp

@@ -32,8 +32,6 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import jax.numpy as jnp
-
 PAD_ID = 0
 BOS_ID = 1
 EOS_ID = 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging as py_logging
 import os
 import signal
 import time
@@ -69,6 +70,16 @@ def load_config(workdir: str):
     else:
       config[section] = values
   return config
+
+
+class _QuietOrbax(py_logging.Filter):
+  def filter(self, record):  # Orbax narrates every save at INFO; keep its warnings
+    return record.levelno >= py_logging.WARNING or "orbax" not in record.pathname
+
+
+def quiet_orbax_logging() -> None:
+  """Drops Orbax's INFO chatter from the absl log handler (CLIs call this; libraries leave logging alone)."""
+  logging.get_absl_handler().addFilter(_QuietOrbax())
 
 
 def measured_peak_flops() -> float:

@@ -281,10 +281,11 @@ def _training_run(encoder, seed=0):
     updates, opt_state = optimizer.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, loss, out, grads
 
-  initial, opt_state, losses = params, optimizer.init(params), []
+  initial, opt_state, losses, first_grads = params, optimizer.init(params), [], None
   for i in range(steps):
     params, opt_state, loss, _, grads = step(params, opt_state, batches[i % len(batches)])
-    first_grads = grads if i == 0 else first_grads
+    if i == 0:
+      first_grads = grads
     losses.append(float(loss))
   rng = np.random.default_rng(seed + 1000)
   correct = []
