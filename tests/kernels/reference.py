@@ -1,5 +1,7 @@
 """NumPy transcriptions of the papers' formulas, in float64: the independent side of the kernel tests."""
 
+import math
+
 import numpy as np
 
 
@@ -30,3 +32,24 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, rel_key=None, rel_va
         weights[b, n, t] = w
         out[b, t, n] = sum(w[s] * (v[b, s, n] + (0 if rel_value is None else rel_value[t, s])) for s in range(s_))
   return out, weights
+
+
+def masked_softmax_and_context(e, values, mask):
+  """Bahdanau/Luong weights and context from scores e [B,T,S], mask [B,T,S] or None, with loops:
+
+  a_ts = exp(e_ts) / sum_{allowed s'} exp(e_ts'); c_t = sum_s a_ts values_s."""
+  values = np.asarray(values, np.float64)
+  b_, t_, s_ = e.shape
+  weights = np.zeros((b_, t_, s_))
+  context = np.zeros((b_, t_, values.shape[-1]))
+  for b in range(b_):
+    for t in range(t_):
+      allowed = [s for s in range(s_) if mask is None or mask[b, t, s]]
+      if not allowed:
+        continue  # no valid key: weights and context stay zero
+      top = max(e[b, t, s] for s in allowed)
+      denom = sum(math.exp(e[b, t, s] - top) for s in allowed)
+      for s in allowed:
+        weights[b, t, s] = math.exp(e[b, t, s] - top) / denom
+        context[b, t] += weights[b, t, s] * values[b, s]
+  return context, weights

@@ -14,6 +14,7 @@ from attnjax.kernels.additive import (
     additive_scores,
     masked_softmax,
 )
+from tests.kernels import reference as ref_lib
 
 B, T, S, DQ, DK, DV, A = 2, 3, 4, 5, 6, 7, 8
 
@@ -51,23 +52,6 @@ def np_additive_scores(query_proj, keys_proj, v):
   return e
 
 
-def np_masked_softmax_and_context(e, values, mask):
-  """a_ts = exp(e_ts) / sum_{allowed s'} exp(e_ts'); c_t = sum_s a_ts values_s."""
-  values = np.asarray(values, np.float64)
-  b_, t_, s_ = e.shape
-  weights = np.zeros((b_, t_, s_))
-  context = np.zeros((b_, t_, values.shape[-1]))
-  for b in range(b_):
-    for t in range(t_):
-      allowed = [s for s in range(s_) if mask is None or mask[b, t, s]]
-      if not allowed:
-        continue  # no valid key: weights and context stay zero
-      top = max(e[b, t, s] for s in allowed)
-      denom = sum(math.exp(e[b, t, s] - top) for s in allowed)
-      for s in allowed:
-        weights[b, t, s] = math.exp(e[b, t, s] - top) / denom
-        context[b, t] += weights[b, t, s] * values[b, s]
-  return context, weights
 
 
 def np_additive_attention(query, keys, values, w_query, w_keys, v, mask=None):
@@ -80,7 +64,7 @@ def np_additive_attention(query, keys, values, w_query, w_keys, v, mask=None):
       for s in range(s_):
         hidden = np.tanh(query[b, t] @ w_query + keys[b, s] @ w_keys)
         e[b, t, s] = v @ hidden
-  return np_masked_softmax_and_context(e, values, mask)
+  return ref_lib.masked_softmax_and_context(e, values, mask)
 
 
 def make_inputs(seed=0, dtype=np.float32, scale=1.0):

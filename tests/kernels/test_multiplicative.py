@@ -1,6 +1,5 @@
 """Tests for Luong global attention against a loop-level NumPy reference."""
 
-import math
 import re
 
 import jax
@@ -10,6 +9,7 @@ import pytest
 from jax.test_util import check_grads
 
 from attnjax.kernels.multiplicative import luong_scores, multiplicative_attention
+from tests.kernels import reference as ref_lib
 
 B, T, S, D, DQ, DK, DV, A = 2, 3, 4, 5, 5, 6, 7, 8
 SCORES = ["dot", "general", "concat"]
@@ -57,23 +57,6 @@ def np_luong_scores(query, keys, score, w=None, v=None):
   return e
 
 
-def np_attention(e, values, mask=None):
-  """a_ts = exp(e_ts) / sum_{allowed s'} exp(e_ts'); c_t = sum_s a_ts values_s."""
-  values = np.asarray(values, np.float64)
-  b_, t_, s_ = e.shape
-  weights = np.zeros((b_, t_, s_))
-  context = np.zeros((b_, t_, values.shape[-1]))
-  for b in range(b_):
-    for t in range(t_):
-      allowed = [s for s in range(s_) if mask is None or mask[b, t, s]]
-      if not allowed:
-        continue  # no valid key: weights and context stay zero
-      top = max(e[b, t, s] for s in allowed)
-      denom = sum(math.exp(e[b, t, s] - top) for s in allowed)
-      for s in allowed:
-        weights[b, t, s] = math.exp(e[b, t, s] - top) / denom
-        context[b, t] += weights[b, t, s] * values[b, s]
-  return context, weights
 
 
 def make_inputs(score, seed=0, dtype=np.float32, scale=1.0):
@@ -104,7 +87,7 @@ def call(inputs, score, mask=None):
 
 def reference(inputs, score, mask3=None):
   e = np_luong_scores(inputs["query"], inputs["keys"], score, **params(inputs))
-  return np_attention(e, inputs["values"], mask3)
+  return ref_lib.masked_softmax_and_context(e, inputs["values"], mask3)
 
 
 def padding_mask():
