@@ -43,12 +43,17 @@ class DecoderOutput(NamedTuple):
   attention: Any = None  # [B, T, S] cross-attention weights when return_attention=True, else None
 
 
+def token_mask(name, ids, mask=None):
+  """``[B, L]`` bool, True = real token: ``mask`` if given, else ``ids != PAD_ID``; errors name ``name``."""
+  if ids.ndim != 2:
+    raise ValueError(f"{name} must be [B, L] token ids, got shape {ids.shape}")
+  if mask is None:
+    return ids != PAD_ID
+  if mask.shape != ids.shape:
+    raise ValueError(f"{name}_mask shape {mask.shape} != {name} shape {ids.shape}")
+  return mask.astype(bool)
+
+
 def source_mask(src, src_mask=None):
   """``[B, S]`` bool mask of real source tokens: ``src_mask`` if given, else ``src != PAD_ID``."""
-  if src.ndim != 2:
-    raise ValueError(f"src must be [B, S] token ids, got shape {src.shape}")
-  if src_mask is None:
-    return src != PAD_ID
-  if src_mask.shape != src.shape:
-    raise ValueError(f"src_mask shape {src_mask.shape} != src shape {src.shape}")
-  return src_mask.astype(bool)
+  return token_mask("src", src, src_mask)

@@ -61,7 +61,7 @@ import jax.numpy as jnp
 
 from attnjax import kernels
 from attnjax.layers.embedding import POSITIONAL_ENCODINGS, PositionalEncoding, TokenEmbedding
-from attnjax.models.interface import PAD_ID
+from attnjax.models.interface import token_mask
 # The recurrent encoder's machinery over padded sequences: a masked cell step (carry frozen, output zeroed at
 # padding), the scan/loop driver, and the in-place reversal of real tokens for the backward direction.
 from attnjax.models.rnn_seq2seq import _MaskedCellStep, _over_time, _zero_carry, reverse_real_tokens
@@ -74,17 +74,6 @@ ENCODERS = ("transformer", "bilstm")
 # Finite rather than -inf: two of them still add up to a finite float32 (best_span sums start and end logits), and
 # exp(MASKED_LOGIT - max) underflows to exactly 0, so a padding position has zero probability in the loss.
 MASKED_LOGIT = -1e9
-
-
-def _token_mask(name, ids, mask):
-  """``[B, L]`` bool, True = real token: ``mask`` if given, else ``ids != PAD_ID``."""
-  if ids.ndim != 2:
-    raise ValueError(f"{name} must be [B, L] token ids, got shape {ids.shape}")
-  if mask is None:
-    return ids != PAD_ID
-  if mask.shape != ids.shape:
-    raise ValueError(f"{name}_mask shape {mask.shape} != {name} shape {ids.shape}")
-  return mask.astype(bool)
 
 
 class _BiLSTM(nn.Module):
@@ -266,8 +255,8 @@ class SpanQA(nn.Module):
 
   def __call__(self, question, context, question_mask=None, context_mask=None, *, deterministic=True):
     """Span logits for ``question [B, Q]`` and ``context [B, C]``; see the class docstring for the outputs."""
-    qm = _token_mask("question", question, question_mask)
-    cm = _token_mask("context", context, context_mask)
+    qm = token_mask("question", question, question_mask)
+    cm = token_mask("context", context, context_mask)
     if question.shape[0] != context.shape[0]:
       raise ValueError(f"question batch {question.shape[0]} != context batch {context.shape[0]}")
     encode = self._transformer if self.encoder == "transformer" else self._bilstm

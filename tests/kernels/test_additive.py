@@ -18,19 +18,6 @@ from tests.kernels import reference as ref_lib
 
 B, T, S, DQ, DK, DV, A = 2, 3, 4, 5, 6, 7, 8
 
-# jax >= 0.5 exposes the context manager at top level; older releases only in
-# jax.experimental.
-_enable_x64 = getattr(jax, "enable_x64", None)
-if _enable_x64 is None:
-  from jax.experimental import enable_x64 as _enable_x64
-
-
-@pytest.fixture
-def x64():
-  with _enable_x64(True):
-    yield
-
-
 # --------------------------------------------------------------------------
 # Independent float64 reference: a literal transcription of Bahdanau et al.
 # (2015) Sec. 3.1 / App. A.1.2 with explicit loops over b, t, s.
