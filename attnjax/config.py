@@ -12,13 +12,20 @@ from ml_collections import config_dict
 
 from attnjax.training.partitioning import DEFAULT_RULES
 
-DATA_SOURCES = ("synthetic", "parallel_text", "tsv", "jsonl", "tfds_translation", "tfds_summarization")
+QA_SOURCES = ("squad_json", "tfds_squad")  # extractive QA: model.name must be "span_qa"
+DATA_SOURCES = ("synthetic", "parallel_text", "tsv", "jsonl", "tfds_translation", "tfds_summarization") + QA_SOURCES
 # Keys an experiment file may add to config.data for the text sources (see attnjax.data.sources / tokenizer).
 TEXT_SOURCE_KEYS = ("dir", "src_lang", "tgt_lang", "splits", "max_chars", "path", "heldout", "split_seed",
                     "src_column", "tgt_column", "document_key", "summary_key", "tfds_name", "tfds_data_dir",
-                    "tfds_download", "tfds_backend", "vocab_size", "joint_vocab", "spm_model_type")
+                    "tfds_download", "tfds_backend", "vocab_size", "joint_vocab", "spm_model_type",
+                    "max_question_len", "max_context_len")
 DECODERS = ("greedy", "beam")
-METRICS = ("exact_match", "bleu", "chrf", "ter", "rouge1", "rouge2", "rougeL", "rougeLsum", "loss", "nll")
+# What eval.metrics may ask for, by task kind (empty eval.metrics = the task's own list, see attnjax.data.tasks).
+DECODING_METRICS = ("exact_match", "bleu", "chrf", "ter", "meteor", "rouge")
+SPAN_METRICS = ("exact_match", "f1")
+# What train.best_metric may name: a metric value of the evaluation.
+METRICS = ("exact_match", "bleu", "chrf", "ter", "meteor", "rouge1", "rouge2", "rougeL", "rougeLsum", "f1", "loss",
+           "nll")
 
 
 def base_config() -> ml_collections.ConfigDict:
@@ -80,6 +87,9 @@ def base_config() -> ml_collections.ConfigDict:
       max_len_a=1.0,
       max_len_b=10,
       num_decode_examples=500,  # decoded during training (all of the split in attnjax.evaluate)
+      # metrics to compute; () = the task's own (translation: bleu, chrf, ter; summarization: rouge; QA: exact_match,
+      # f1). "meteor" is opt-in: it needs nltk and its WordNet data (pip install 'attnjax[meteor]').
+      metrics=(),
       batch_size=128,
       loss_batches=20,
   ))
@@ -132,6 +142,15 @@ def validate(config) -> None:
     _fail("train.best_mode", f"must be 'max' or 'min', got {t.best_mode!r}")
   if e.decode not in DECODERS:
     _fail("eval.decode", f"must be one of {DECODERS}, got {e.decode!r}")
+  qa_source, span_model = d.source in QA_SOURCES, config.model.get("name") == "span_qa"
+  if qa_source != span_model:
+    _fail("model.name" if qa_source else "data.source",
+          f"extractive QA sources {QA_SOURCES} go with model.name='span_qa' and only with it (got data.source="
+          f"{d.source!r}, model.name={config.model.get('name')!r})")
+  allowed = SPAN_METRICS if qa_source else DECODING_METRICS
+  unknown = [name for name in e.metrics if name not in allowed]
+  if unknown:
+    _fail("eval.metrics", f"{unknown} not available for this task (choose from {allowed})")
   if e.split not in ("train", "validation", "test"):
     _fail("eval.split", f"must be train, validation or test, got {e.split!r}")
   if len(m.axes) != len(m.shape):

@@ -199,6 +199,12 @@ def _load_wordnet():
   return wordnet
 
 
+def check_meteor_available() -> None:
+  """Raises :class:`MetricUnavailableError` (with the install command) unless nltk and its WordNet data are installed:
+  what a run that will compute METEOR checks before it starts, rather than failing at its first evaluation."""
+  _load_wordnet()
+
+
 def meteor(hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]]) -> MetricResult:
   """METEOR (Banerjee & Lavie 2005) through NLTK's ``meteor_score``: the mean of sentence scores, times 100.
 

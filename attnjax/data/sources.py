@@ -237,9 +237,10 @@ def jsonl_summarization(path: PathLike, document_key: str = "document", summary_
   return pairs
 
 
-def split_by_source(pairs: Sequence[Pair], heldout: Mapping[str, float], *, seed: int = 0,
-                    remainder: str = "train") -> dict[str, list[Pair]]:
-  """Splits pairs into ``heldout`` splits (name -> fraction) and ``remainder`` by a hash of the source text.
+def split_by_source(pairs: Sequence[Any], heldout: Mapping[str, float], *, seed: int = 0,
+                    remainder: str = "train", key: Callable[[Any], str] = lambda pair: pair[0]) -> dict[str, list]:
+  """Splits pairs into ``heldout`` splits (name -> fraction) and ``remainder`` by a hash of the source text (or of
+  ``key(item)``: SQuAD questions are split by article, so no paragraph is seen in training and evaluation).
 
   All pairs with the same source land in the same split, so the several translations Tatoeba has for one sentence
   cannot leak from training into evaluation. The split of a pair depends only on (seed, its source), not on the order
@@ -255,9 +256,9 @@ def split_by_source(pairs: Sequence[Pair], heldout: Mapping[str, float], *, seed
   for name, fraction in heldout.items():
     upper += fraction
     bounds.append((upper, name))
-  out: dict[str, list[Pair]] = {remainder: [], **{name: [] for name in heldout}}
+  out: dict[str, list] = {remainder: [], **{name: [] for name in heldout}}
   for pair in pairs:
-    digest = hashlib.sha256(f"{seed}\x00{pair[0]}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{seed}\x00{key(pair)}".encode("utf-8")).digest()
     u = int.from_bytes(digest[:8], "big") / 2.0**64
     out[next((name for bound, name in bounds if u < bound), remainder)].append(pair)
   return out

@@ -29,7 +29,8 @@ from typing import Any
 
 from absl import logging
 
-from attnjax.data.sources import open_binary
+# The config helpers are shared with the text sources, so both read config.data the same way.
+from attnjax.data.sources import _get, _in_dir, _splits, open_binary, split_by_source
 
 NO_ANSWER = -1
 VERSIONS = ("1.1", "2.0")
@@ -292,3 +293,61 @@ def gold_answers(records: Sequence[SquadExample | SquadQuestion]) -> dict[str, l
     texts = record.answers if isinstance(record, SquadExample) else record.answer_texts
     out[record.qid] = [] if record.is_impossible else list(texts)
   return out
+
+
+# ------------------------------------------------------------------------------------------------ config sources
+
+QA_SOURCES = ("squad_json", "tfds_squad")
+DEFAULT_SQUAD_HELDOUT = {"validation": 0.1, "test": 0.1}
+DEFAULT_TFDS_SQUAD_SPLITS = {"train": "train", "validation": "validation"}  # SQuAD publishes no test set
+
+
+def _article(question: SquadQuestion) -> str:
+  return question.title or question.context
+
+
+def _load_squad_json(data_cfg, **_) -> dict[str, list[SquadQuestion]]:
+  directory = os.fspath(_get(data_cfg, "dir", "") or "")
+  path, splits = _get(data_cfg, "path", None), _get(data_cfg, "splits", None)
+  if (path is None) == (splits is None):
+    raise ValueError("config.data.source='squad_json' needs exactly one of config.data.path (one file, split by "
+                     "article into config.data.heldout) and config.data.splits (split -> file)")
+  if splits is not None:
+    return {split: load_squad_json(_in_dir(directory, name)) for split, name in _splits(data_cfg).items()}
+  heldout = dict(_get(data_cfg, "heldout", DEFAULT_SQUAD_HELDOUT).items())
+  return split_by_source(load_squad_json(_in_dir(directory, os.fspath(path))), heldout,
+                         seed=_get(data_cfg, "split_seed", 0), key=_article)
+
+
+def _load_tfds_squad(data_cfg, process_index=None, process_count=None) -> dict[str, list[SquadQuestion]]:
+  from attnjax.data.sources import tfds_squad  # pylint: disable=g-import-not-at-top
+  name = _get(data_cfg, "tfds_name", "squad/v1.1")
+  options = {"data_dir": _get(data_cfg, "tfds_data_dir", None), "download": bool(_get(data_cfg, "tfds_download", False)),
+             "backend": _get(data_cfg, "tfds_backend", "auto"), "process_index": process_index,
+             "process_count": process_count}
+  return {split: tfds_squad(name, tfds_split, **options)
+          for split, tfds_split in _splits(data_cfg, DEFAULT_TFDS_SQUAD_SPLITS).items()}
+
+
+_QA_LOADERS = {"squad_json": _load_squad_json, "tfds_squad": _load_tfds_squad}
+
+
+def load_qa_task(data_cfg, *, process_index: int | None = None,
+                 process_count: int | None = None) -> dict[str, list[SquadQuestion]]:
+  """The :class:`SquadQuestion` records of every configured split, read by ``config.data.source``:
+
+  * ``squad_json``: official-format JSON files (optionally gzipped). Either ``splits`` (split -> file, relative to
+    ``dir``), or ``path`` (one file, relative to ``dir``) split by a hash of each article's title into ``heldout``
+    (``{"validation": 0.1, "test": 0.1}``; the rest is "train") with ``split_seed`` (0): all questions of an article
+    land in one split, so no paragraph is both trained and evaluated on.
+  * ``tfds_squad``: ``tfds_name`` ("squad/v1.1" or "squad/v2.0"), ``splits`` (``{"train": "train", "validation":
+    "validation"}``), ``tfds_data_dir``, ``tfds_download``, ``tfds_backend`` as for the other tfds sources.
+
+  Raises:
+    ValueError: an unknown source (lists the valid ones), a missing key (names it) or a malformed file (names the file
+      and the JSON location).
+  """
+  source = _get(data_cfg, "source", None)
+  if source not in _QA_LOADERS:
+    raise ValueError(f"config.data.source must be one of {sorted(_QA_LOADERS)} for a QA task, got {source!r}")
+  return _QA_LOADERS[source](data_cfg, process_index=process_index, process_count=process_count)

@@ -1,7 +1,14 @@
 """Tasks as the training loop sees them: text splits, vocabularies, and how to score them.
 
-A task yields ``(source, target)`` text pairs per split, a source and a target vocabulary (kept in the workdir, so
-that evaluation of a checkpoint uses exactly the training vocabulary), and the metrics its literature reports.
+Two kinds (``task.kind``):
+
+* ``"seq2seq"`` (:class:`TaskData`): ``(source, target)`` text pairs per split, a source and a target vocabulary, and
+  the decoding metrics its literature reports (translation: BLEU, chrF, TER; summarization: ROUGE).
+* ``"span"`` (:class:`SpanTaskData`): extractive QA. :class:`~attnjax.data.squad.SquadQuestion` records per split, one
+  SentencePiece vocabulary for questions and contexts, and SQuAD's exact match and F1.
+
+Vocabularies are trained once and kept in the workdir, so that evaluating a checkpoint uses exactly the training
+vocabulary.
 """
 
 from __future__ import annotations
@@ -10,9 +17,9 @@ import dataclasses
 import os
 from typing import Any
 
-from attnjax.data import synthetic
+from attnjax.data import squad, synthetic
 from attnjax.data.sources import TEXT_SOURCES, load_text_task
-from attnjax.data.tokenizer import load_or_train_pair
+from attnjax.data.tokenizer import load_or_train, load_or_train_pair
 from attnjax.data.vocab import CharVocab
 
 VOCAB_FILE = "vocab.json"
@@ -25,6 +32,7 @@ class TaskData:
   tgt_vocab: Any
   splits: dict[str, list[tuple[str, str]]]
   metrics: tuple[str, ...]
+  kind: str = "seq2seq"
 
   def encoded(self, split: str) -> list[tuple[list[int], list[int]]]:
     return [(self.src_vocab.encode(s), self.tgt_vocab.encode(t)) for s, t in self.splits[split]]
@@ -60,10 +68,65 @@ def _text(data_cfg, workdir: str) -> TaskData:
   return TaskData(data_cfg.source, src_vocab, tgt_vocab, splits, metrics)
 
 
-SOURCES = {"synthetic": _synthetic, **{name: _text for name in TEXT_SOURCES}}
+@dataclasses.dataclass
+class SpanTaskData:
+  """Extractive QA: questions per split, one vocabulary, SQuAD EM / F1 (``version`` "2.0" if any question of any split
+  is unanswerable).
+
+  ``examples(split)`` tokenizes a split once. For training (``train=True``) an answer that is not a token span of the
+  truncated context drops its question, as there is no target; for evaluation every question is kept, so EM / F1
+  count all of them as the official script does.
+  """
+  name: str
+  vocab: Any
+  splits: dict[str, list[squad.SquadQuestion]]
+  max_question_len: int
+  max_context_len: int
+  version: str
+  metrics: tuple[str, ...] = ("exact_match", "f1")
+  kind: str = "span"
+  _cache: dict = dataclasses.field(default_factory=dict, repr=False)
+
+  @property
+  def src_vocab(self):  # the model builder sizes embeddings from src_vocab / tgt_vocab
+    return self.vocab
+
+  @property
+  def tgt_vocab(self):
+    return self.vocab
+
+  def examples(self, split: str, *, train: bool) -> list[squad.SquadExample]:
+    if split not in self.splits:
+      raise ValueError(f"split {split!r} is not one of this task's splits {sorted(self.splits)}")
+    if (split, train) not in self._cache:
+      self._cache[split, train] = squad.encode_examples(
+          self.splits[split], self.vocab, max_context_tokens=self.max_context_len,
+          max_question_tokens=self.max_question_len, drop_unreachable=train)
+    return self._cache[split, train]
 
 
-def load_task(data_cfg, workdir: str) -> TaskData:
+def _qa(data_cfg, workdir: str) -> SpanTaskData:
+  """SQuAD-format data (files or tfds) with a joint SentencePiece vocabulary trained once on the training split's
+  questions and (distinct) contexts, cached in the workdir."""
+  splits = squad.load_qa_task(data_cfg)
+  if "train" not in splits:
+    raise ValueError(f"config.data.splits must include 'train' (got {sorted(splits)})")
+
+  def texts():  # each context once, although several questions share it
+    return [q.question for q in splits["train"]] + list(dict.fromkeys(q.context for q in splits["train"]))
+
+  vocab = load_or_train(workdir, "spm", texts, int(data_cfg.get("vocab_size", 8000)),
+                        model_type=data_cfg.get("spm_model_type", "unigram"))
+  version = "2.0" if any(squad.squad_version(qs) == "2.0" for qs in splits.values()) else "1.1"
+  return SpanTaskData(data_cfg.source, vocab, splits, int(data_cfg.get("max_question_len", 64)),
+                      int(data_cfg.get("max_context_len", 384)), version)
+
+
+SOURCES = {"synthetic": _synthetic, **{name: _text for name in TEXT_SOURCES},
+           **{name: _qa for name in squad.QA_SOURCES}}
+
+
+def load_task(data_cfg, workdir: str) -> TaskData | SpanTaskData:
   if data_cfg.source not in SOURCES:
     raise ValueError(f"config.data.source must be one of {sorted(SOURCES)}, got {data_cfg.source!r}")
   return SOURCES[data_cfg.source](data_cfg, workdir)

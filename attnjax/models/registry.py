@@ -1,4 +1,8 @@
-"""Models by name, built from a config section: ``model.name`` picks the class, the other keys are its fields."""
+"""Models by name, built from a config section: ``model.name`` picks the class, the other keys are its fields.
+
+The vocabulary sizes come from the data: the seq2seq models get ``src_vocab_size`` / ``tgt_vocab_size``, and
+``span_qa`` (one vocabulary for questions and contexts) gets ``vocab_size = src_vocab_size``.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,13 @@ import jax.numpy as jnp
 
 from attnjax.models.convs2s import ConvS2S
 from attnjax.models.rnn_seq2seq import RNNSeq2Seq
+from attnjax.models.span_qa import SpanQA
 from attnjax.models.transformer import PRESETS, Transformer
 
-MODELS = {"transformer": Transformer, "rnn_seq2seq": RNNSeq2Seq, "convs2s": ConvS2S}
+MODELS = {"transformer": Transformer, "rnn_seq2seq": RNNSeq2Seq, "convs2s": ConvS2S, "span_qa": SpanQA}
+SPAN_MODELS = ("span_qa",)  # extractive: they score spans of the input rather than generate
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
-_FILLED_IN = ("src_vocab_size", "tgt_vocab_size")  # from the data, never from the config
+_FILLED_IN = ("src_vocab_size", "tgt_vocab_size", "vocab_size")  # from the data, never from the config
 
 
 def model_fields(name: str) -> set[str]:
@@ -47,6 +53,8 @@ def build_model(model_cfg, *, src_vocab_size: int, tgt_vocab_size: int):
       value = _DTYPES[value]
     kwargs[key] = value
   try:
+    if name in SPAN_MODELS:
+      return MODELS[name](vocab_size=src_vocab_size, **kwargs)
     return MODELS[name](src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, **kwargs)
   except ValueError as e:
     raise ValueError(f"invalid model config ({name}): {e}") from e

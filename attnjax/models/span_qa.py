@@ -67,7 +67,7 @@ from attnjax.models.interface import token_mask
 from attnjax.models.rnn_seq2seq import _MaskedCellStep, _over_time, _zero_carry, reverse_real_tokens
 from attnjax.models.transformer import EncoderLayer, LayerConfig
 
-__all__ = ["SpanQA", "best_span", "span_loss", "ENCODERS", "MASKED_LOGIT"]
+__all__ = ["SpanQA", "best_span", "span_loss", "span_nll", "ENCODERS", "MASKED_LOGIT"]
 
 ENCODERS = ("transformer", "bilstm")
 
@@ -327,6 +327,15 @@ def span_loss(outputs, start_positions, end_positions, is_impossible=None):
 
       L = mean_b ½ [−log p_start(s*_b) − log p_end(e*_b)],   p = softmax over the real context positions (+ null)
 
+  the mean of :func:`span_nll` (see it for the arguments). Returns a scalar float32.
+  """
+  return jnp.mean(span_nll(outputs, start_positions, end_positions, is_impossible))
+
+
+def span_nll(outputs, start_positions, end_positions, is_impossible=None):
+  """Per-question span loss ``[B]``: ½ [−log p_start(s*_b) − log p_end(e*_b)] (:func:`span_loss` is its mean; the
+  training step weights and sums it so that filler rows count zero).
+
   With ``no_answer_logit`` n in ``outputs`` both distributions get an extra class C with logit n/2, so the null
   option's factorised score is n, the quantity :func:`best_span` compares with start_s + end_e (see the module
   docstring); an impossible question's target is that class for both pointers (its given positions are ignored).
@@ -338,7 +347,7 @@ def span_loss(outputs, start_positions, end_positions, is_impossible=None):
     is_impossible: ``[B]`` bool, or None (every question answerable). Needs ``no_answer_logit`` in ``outputs``.
 
   Returns:
-    Scalar float32.
+    ``[B]`` float32.
   """
   start, end = outputs["start_logits"].astype(jnp.float32), outputs["end_logits"].astype(jnp.float32)
   b, c = start.shape
@@ -362,4 +371,4 @@ def span_loss(outputs, start_positions, end_positions, is_impossible=None):
   def nll(logits, target):
     return -jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), target[:, None].astype(jnp.int32), axis=1)[:, 0]
 
-  return jnp.mean(0.5 * (nll(start, start_positions) + nll(end, end_positions)))
+  return 0.5 * (nll(start, start_positions) + nll(end, end_positions))

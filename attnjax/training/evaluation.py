@@ -1,6 +1,9 @@
-"""Evaluation shared by the training loop and ``attnjax.evaluate``: validation loss, decoding, scoring."""
+"""Evaluation shared by the training loop and ``attnjax.evaluate``: validation loss, decoding or span prediction,
+scoring."""
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 from absl import logging
@@ -9,6 +12,7 @@ from jax.experimental import multihost_utils
 
 from attnjax import metrics as metrics_lib
 from attnjax.decoding import beam_search, greedy_search
+from attnjax.data import squad
 from attnjax.data.vocab import UNK_ID
 from attnjax.models.interface import PAD_ID
 from attnjax.training import steps
@@ -67,13 +71,57 @@ def decode(model, params, task, split: str, eval_cfg, max_src_len: int, *, limit
   return hyps, refs, sources, (attention if return_attention else None)
 
 
+@functools.partial(jax.jit, static_argnames=("model",))
+def _best_spans(model, params, question, context):
+  return model.decode_spans(model.apply({"params": params}, question, context))
+
+
+def predict_spans(model, params, task, split: str, eval_cfg, *, limit: int | None = None):
+  """Answers every question of ``split`` (its first ``limit``) with the model's best span or "no answer".
+
+  Every batch has one shape (one compilation): questions padded to ``task.max_question_len`` and contexts to
+  ``task.max_context_len`` (rounded up to 8), the last batch filled with empty rows. A question whose context has no
+  token (or that the model answers with the null span) gets ``""``.
+
+  Returns ``(predictions, examples)``: question id -> answer text cut from the original context, and the tokenized
+  examples with their gold answers (:func:`attnjax.data.squad.gold_answers`).
+  """
+  examples = task.examples(split, train=False)
+  examples = examples[:limit] if limit else examples
+  bs = eval_cfg.batch_size
+  q_width, c_width = _round_up(task.max_question_len, 8), _round_up(task.max_context_len, 8)
+  spans = []
+  for begin in range(0, len(examples), bs):
+    chunk = examples[begin:begin + bs]
+    question = np.full((bs, q_width), PAD_ID, np.int32)
+    context = np.full((bs, c_width), PAD_ID, np.int32)
+    for i, e in enumerate(chunk):
+      question[i, :len(e.question_ids)] = e.question_ids
+      context[i, :len(e.context_ids)] = e.context_ids
+    start, end, _, is_null = (_to_host(x) for x in _best_spans(model, params, question, context))
+    for i, e in enumerate(chunk):
+      null = bool(is_null[i]) or not e.context_ids
+      spans.append((squad.NO_ANSWER, squad.NO_ANSWER) if null else (int(start[i]), int(end[i])))
+  return squad.predictions_from_spans(examples, spans), examples
+
+
+def score_spans(predictions, examples, names, version: str) -> dict[str, float]:
+  """SQuAD EM / F1 (official normalisation, max over gold answers; v2.0 adds the HasAns / NoAns breakdown)."""
+  scores = metrics_lib.squad_scores(predictions, squad.gold_answers(examples), version=version)
+  unknown = [name for name in names if name not in scores]
+  if unknown:
+    raise ValueError(f"unknown span metric(s) {unknown} (available: exact_match, f1)")
+  extra = [k for k in scores if k.startswith(("HasAns", "NoAns")) and not k.endswith("total")]
+  return {name: float(scores[name]) for name in list(names) + extra}
+
+
 def score(hypotheses, references, names) -> tuple[dict[str, float], dict[str, str]]:
-  """Metric values (percentages) and sacreBLEU signatures for the names in ``names``."""
+  """Metric values (percentages) and sacreBLEU / METEOR signatures for the names in ``names``."""
   values, signatures = {}, {}
   for name in names:
     if name == "exact_match":
       values[name] = 100.0 * float(np.mean([h == r for h, r in zip(hypotheses, references)]))
-    elif name in ("bleu", "chrf", "ter"):
+    elif name in ("bleu", "chrf", "ter", "meteor"):
       result = getattr(metrics_lib, name)(hypotheses, references)
       values[name], signatures[name] = float(result.score), result.signature
     elif name == "rouge":  # ROUGE-1/2/L/Lsum F1 with stemming, as the summarization papers report

@@ -14,7 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnjax import config as config_lib
+from attnjax import metrics as metrics_lib
 from attnjax.data.pipeline import Seq2SeqBatcher
+from attnjax.data.spans import SpanBatcher
 from attnjax.data.tasks import load_task
 from attnjax.models.registry import build_model
 from attnjax.training import evaluation, partitioning, steps
@@ -145,31 +147,64 @@ class Experiment:
     config_lib.validate(config)
     self.config, self.workdir = config, workdir
     self.task = load_task(config.data, workdir)
+    self.metrics = tuple(config.eval.metrics) or self.task.metrics
+    if "meteor" in self.metrics:
+      metrics_lib.check_meteor_available()  # now, not at the first evaluation hours later
     pad = lambda n: -(-n // config.data.vocab_multiple) * config.data.vocab_multiple
     self.model = build_model(config.model.to_dict(), src_vocab_size=pad(self.task.src_vocab.size),
                              tgt_vocab_size=pad(self.task.tgt_vocab.size))
+    if self.task.kind == "span":
+      self._check_span_model()
     self.mesh = partitioning.create_mesh(config.mesh.axes, config.mesh.shape)
     self.rules = config.mesh.rules
     d_model = getattr(self.model, "d_model", None) or getattr(self.model, "hidden_dim", None)
     self.tx, self.schedule = make_optimizer(config.train, d_model)
     self.state, self.state_sharding, self.abstract = create_train_state(self.model, self.tx, self.mesh, self.rules,
                                                                         config.seed)
-    dp = partitioning.data_parallel_size(self.mesh, self.rules)
-    d = config.data
-    common = dict(max_src_len=d.max_src_len, max_tgt_len=d.max_tgt_len, batch_size=d.batch_size,
-                  max_tokens=d.max_tokens, num_shards=jax.process_count(), shard_index=jax.process_index(),
-                  batch_multiple=int(np.lcm(dp, jax.process_count()) * config.train.grad_accum_steps))
-    self.train_batches = Seq2SeqBatcher(self.task.encoded("train"), bucket_boundaries=d.bucket_boundaries,
-                                        shuffle=True, seed=config.seed, pack=d.pack, **common)
-    self.eval_batches = Seq2SeqBatcher(self.task.encoded(config.eval.split), shuffle=False, seed=0, **common)
+    losses, ndims = self._make_batchers()
+    batch_sharding = steps.batch_shardings(ndims, self.mesh, self.rules)
     self.train_step = steps.make_train_step(
         self.model, self.tx, self.schedule, state_sharding=self.state_sharding, mesh=self.mesh, rules=self.rules,
-        label_smoothing=config.train.label_smoothing, grad_accum_steps=config.train.grad_accum_steps)
+        grad_accum_steps=config.train.grad_accum_steps, batch_sharding=batch_sharding, **losses)
     self.eval_step = steps.make_eval_step(self.model, state_sharding=self.state_sharding, mesh=self.mesh,
-                                          rules=self.rules, label_smoothing=config.train.label_smoothing)
+                                          rules=self.rules, batch_sharding=batch_sharding, **losses)
     t = config.train
     self.checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=t.keep_checkpoints,
                                      best_metric=t.best_metric, best_mode=t.best_mode, async_save=t.async_checkpoints)
+
+  def _check_span_model(self) -> None:
+    """What only the data can tell about a SpanQA config: no-answer support and the learned-position table."""
+    task, model = self.task, self.model
+    if task.version == "2.0" and not model.allow_no_answer:
+      raise ValueError("config.model.allow_no_answer is False but the data has unanswerable (SQuAD 2.0) questions")
+    # rows are padded to multiples of 8, the context side with room for the batcher's EOS (see SpanBatcher)
+    packed = -(-task.max_question_len // 8) * 8 + -(-(task.max_context_len + 1) // 8) * 8 + 2
+    if model.encoder == "transformer" and model.positional == "learned" and model.max_length < packed:
+      raise ValueError(f"config.model.max_length={model.max_length} is too short for learned positions over [CLS] "
+                       f"question [SEP] context padded to data.max_question_len={task.max_question_len} and "
+                       f"data.max_context_len={task.max_context_len}: it must be at least {packed}")
+
+  def _make_batchers(self):
+    """Training and validation-loss batchers; returns the step's loss options and the batch arrays' ranks."""
+    config, d = self.config, self.config.data
+    dp = partitioning.data_parallel_size(self.mesh, self.rules)
+    common = dict(batch_size=d.batch_size, max_tokens=d.max_tokens, num_shards=jax.process_count(),
+                  shard_index=jax.process_index(),
+                  batch_multiple=int(np.lcm(dp, jax.process_count()) * config.train.grad_accum_steps))
+    if self.task.kind == "span":
+      common.update(max_question_len=self.task.max_question_len, max_context_len=self.task.max_context_len)
+      self.train_batches = SpanBatcher(self.task.examples("train", train=True), bucket_boundaries=d.bucket_boundaries,
+                                       shuffle=True, seed=config.seed, **common)
+      self.eval_batches = SpanBatcher(self.task.examples(config.eval.split, train=True), shuffle=False, seed=0,
+                                      **common)
+      # train.label_smoothing is for the seq2seq loss
+      return dict(loss_fn=steps.span_loss_stats), steps.SPAN_BATCH_NDIMS
+    common.update(max_src_len=d.max_src_len, max_tgt_len=d.max_tgt_len)
+    self.train_batches = Seq2SeqBatcher(self.task.encoded("train"), bucket_boundaries=d.bucket_boundaries,
+                                        shuffle=True, seed=config.seed, pack=d.pack, **common)
+    self.eval_batches = Seq2SeqBatcher(self.task.encoded(config.eval.split), shuffle=False, seed=0, **common)
+    ndims = {key: 2 for key in steps.BATCH_KEYS + (steps.PACKED_KEYS if d.pack else ())}
+    return dict(label_smoothing=config.train.label_smoothing), ndims
 
   def restore(self, step: int | None = None) -> int:
     """Restores the newest readable (or the given) checkpoint into the configured shardings; returns its step."""
@@ -181,14 +216,35 @@ class Experiment:
     return int(step)
 
   def evaluate(self, *, limit: int | None) -> tuple[dict[str, float], dict[str, str]]:
+    """Validation loss, then decoding (or span prediction) of ``eval.split`` and its metrics."""
     cfg = self.config
     batches = [b for _, b in zip(range(cfg.eval.loss_batches), self.eval_batches.iterate_epoch(0))]
     values = evaluation.loss(self.eval_step, self.state.params, batches, self.mesh, self.rules)
-    hyps, refs, _, _ = evaluation.decode(self.model, self.state.params, self.task, cfg.eval.split, cfg.eval,
-                                         cfg.data.max_src_len, limit=limit)
-    scores, signatures = evaluation.score(hyps, refs, self.task.metrics)
+    scores, signatures, _ = self.predict_and_score(cfg.eval.split, limit=limit)
     values.update(scores)
     return values, signatures
+
+  def predict_and_score(self, split: str, *, limit: int | None, return_attention: bool = False):
+    """``(scores, signatures, outputs)`` on ``split``: ``outputs`` has the predictions to write (``hypotheses``,
+    ``references``, ``sources`` and ``attention`` for seq2seq; ``predictions`` (question id -> answer) for spans)."""
+    cfg = self.config
+    if self.task.kind == "span":
+      predictions, examples = evaluation.predict_spans(self.model, self.state.params, self.task, split, cfg.eval,
+                                                       limit=limit)
+      scores = evaluation.score_spans(predictions, examples, self.metrics, self.task.version)
+      return scores, {}, {"predictions": predictions}
+    hyps, refs, sources, attention = evaluation.decode(self.model, self.state.params, self.task, split, cfg.eval,
+                                                       cfg.data.max_src_len, limit=limit,
+                                                       return_attention=return_attention)
+    scores, signatures = evaluation.score(hyps, refs, self.metrics)
+    return scores, signatures, {"hypotheses": hyps, "references": refs, "sources": sources, "attention": attention}
+
+
+def _tokens(batch) -> float:
+  """The tokens a batch trains on: target tokens (seq2seq), question + context tokens (extractive QA)."""
+  if "tgt_mask" in batch:
+    return float(batch["tgt_mask"].sum())
+  return float(batch["question_mask"].sum() + batch["context_mask"].sum())
 
 
 def _log(writer, step: int, values: dict, prefix: str) -> None:
@@ -224,7 +280,7 @@ def train_and_evaluate(config, workdir: str, on_step=None) -> dict:
     while step < t.steps:
       local = next(exp.train_batches)
       batch = steps.global_batch(local, exp.mesh, exp.rules)
-      shape_key = tuple(local["src"].shape) + tuple(local["tgt_in"].shape)
+      shape_key = tuple((key, local[key].shape) for key in sorted(local))
       if shape_key not in compiled:  # one compilation per bucket shape, and its FLOP count from XLA
         t0 = time.perf_counter()
         compiled[shape_key] = exp.train_step.lower(exp.state, batch).compile()
@@ -235,7 +291,7 @@ def train_and_evaluate(config, workdir: str, on_step=None) -> dict:
       exp.state, metrics = compiled[shape_key](exp.state, batch)
       step += 1
       window_flops += flops_by_shape[shape_key]
-      window_tokens += float(local["tgt_mask"].sum()) * jax.process_count()  # host-side: no device sync per step
+      window_tokens += _tokens(local) * jax.process_count()  # host-side: no device sync per step
       if on_step is not None:
         on_step(step)
       if step % t.log_every == 0 or step == t.steps:
@@ -244,11 +300,11 @@ def train_and_evaluate(config, workdir: str, on_step=None) -> dict:
         flops_per_s = window_flops / elapsed
         eta = (time.perf_counter() - run_start) / max(step - start, 1) * (t.steps - step)
         values = {"loss": float(m["loss"]), "nll": float(m["nll"]), "learning_rate": float(m["learning_rate"]),
-                  "grad_norm": float(m["grad_norm"]), "target_tokens_per_s": window_tokens / elapsed,
+                  "grad_norm": float(m["grad_norm"]), "tokens_per_s": window_tokens / elapsed,
                   "model_flops_per_s": flops_per_s, "mfu": flops_per_s / peak_total}
-        logging.info("step %d/%d  loss %.4f  nll %.4f  lr %.2e  %.0f tgt tok/s  %.2f GFLOP/s  MFU %.1f%%  ETA %.0fs",
+        logging.info("step %d/%d  loss %.4f  nll %.4f  lr %.2e  %.0f tok/s  %.2f GFLOP/s  MFU %.1f%%  ETA %.0fs",
                      step, t.steps, values["loss"], values["nll"], values["learning_rate"],
-                     values["target_tokens_per_s"], flops_per_s / 1e9, 100 * values["mfu"], eta)
+                     values["tokens_per_s"], flops_per_s / 1e9, 100 * values["mfu"], eta)
         _log(writer, step, values, "train")
         window_tokens, window_flops, window_start = 0.0, 0.0, time.perf_counter()
       stop, out_of_time = preemption.agreed(

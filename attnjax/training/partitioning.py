@@ -67,8 +67,9 @@ def logical_sharding(logical_specs, mesh: Mesh, rules):
 
 
 def batch_sharding(mesh: Mesh, rules, ndim: int = 2) -> NamedSharding:
-  """Sharding of a ``[batch, length, ...]`` input array."""
-  spec = nn.logical_to_mesh_axes(("batch", "length") + (None,) * (ndim - 2), [tuple(r) for r in rules])
+  """Sharding of a ``[batch]``, ``[batch, length]`` or ``[batch, length, ...]`` input array."""
+  names = (("batch", "length") + (None,) * max(ndim - 2, 0))[:ndim]
+  spec = nn.logical_to_mesh_axes(names, [tuple(r) for r in rules])
   return NamedSharding(mesh, spec)
 
 

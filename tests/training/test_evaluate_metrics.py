@@ -1,0 +1,58 @@
+"""Every decoding metric is reachable from ``attnjax.evaluate`` on a checkpoint, METEOR included (opt-in)."""
+
+import pytest
+
+from attnjax import metrics
+from attnjax.data.tasks import load_task
+from attnjax.training.checkpoint_eval import evaluate_checkpoint
+from attnjax.training.loop import Experiment, load_config, train_and_evaluate
+from tests.training.run_steps import tiny_config
+
+
+class NoSynonyms:  # stands in for WordNet (not installed here): exact and stem matches only
+  def synsets(self, *args, **kwargs):
+    del args, kwargs
+    return []
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+  path = str(tmp_path_factory.mktemp("run"))
+  config = tiny_config((1, 1, 1))
+  config.train.steps = config.train.eval_every = config.train.checkpoint_every = config.train.log_every = 5
+  config.eval.num_decode_examples = 16
+  train_and_evaluate(config, path)
+  return path
+
+
+def test_meteor_on_a_checkpoint_equals_meteor_of_its_hypotheses_file(workdir, monkeypatch):
+  pytest.importorskip("nltk")
+  monkeypatch.setattr(metrics, "_load_wordnet", NoSynonyms)
+  result = evaluate_checkpoint(workdir, split="validation", limit=24, metrics=("bleu", "chrf", "ter", "meteor"))
+  with open(result["hypotheses"], encoding="utf-8") as f:
+    hypotheses = f.read().splitlines()
+  task = load_task(load_config(workdir).data, workdir)
+  references = [target for _, target in task.splits["validation"][:24]]
+  assert len(hypotheses) == result["examples"] == 24
+  assert result["meteor"] == pytest.approx(metrics.meteor(hypotheses, references).score)
+  assert result["bleu"] == pytest.approx(metrics.bleu(hypotheses, references).score)
+  assert result["ter"] == pytest.approx(metrics.ter(hypotheses, references).score)
+  assert result["signatures"]["meteor"].startswith("nrefs:1|")
+
+
+def test_meteor_without_wordnet_fails_at_start_with_the_install_command(workdir, monkeypatch):
+  def missing():
+    raise metrics.MetricUnavailableError(f"METEOR needs NLTK's 'wordnet' corpus: {metrics.METEOR_INSTALL_HINT}")
+
+  monkeypatch.setattr(metrics, "_load_wordnet", missing)
+  with pytest.raises(metrics.MetricUnavailableError, match="pip install 'attnjax\\[meteor\\]'"):
+    evaluate_checkpoint(workdir, split="validation", metrics=("meteor",))
+  config = load_config(workdir)
+  config.eval.metrics = ("bleu", "meteor")
+  with pytest.raises(metrics.MetricUnavailableError):  # a training run checks before its first step
+    Experiment(config, workdir)
+
+
+def test_unknown_metric_is_named_with_the_available_ones(workdir):
+  with pytest.raises(ValueError, match=r"config.eval.metrics: \['f1'\] not available for this task"):
+    evaluate_checkpoint(workdir, split="validation", metrics=("f1",))

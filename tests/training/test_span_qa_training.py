@@ -1,0 +1,96 @@
+"""Extractive QA through the whole system: config → SQuAD-format files → sharded training → the best checkpoint →
+``attnjax.evaluate``'s code path → SQuAD EM / F1, checked against the predictions file it writes."""
+
+import json
+import os
+
+import ml_collections
+import numpy as np
+import pytest
+
+from attnjax.config import base_config
+from attnjax.training.checkpoint_eval import evaluate_checkpoint
+from attnjax.training.loop import Experiment, train_and_evaluate
+from tests.squad_fixture import synthetic_squad, write_squad
+
+
+def qa_config(directory, *, steps, unanswerable=0.0, model=None):
+  write_squad(os.path.join(directory, "train.json"), synthetic_squad(2000, seed=0, unanswerable=unanswerable))
+  write_squad(os.path.join(directory, "dev.json"), synthetic_squad(40, seed=1, unanswerable=unanswerable))
+  config = base_config()
+  with config.data.unlocked():
+    config.data.source = "squad_json"
+    config.data.dir = str(directory)
+    config.data.splits = {"train": "train.json", "validation": "dev.json"}
+    config.data.vocab_size = 56
+    config.data.max_question_len = 16
+    config.data.max_context_len = 64
+  config.data.batch_size, config.data.max_tokens, config.data.bucket_boundaries = 32, None, ()
+  config.model = ml_collections.ConfigDict(model or dict(name="span_qa", encoder="bilstm", d_model=32, num_layers=1,
+                                                         dropout_rate=0.0))
+  t = config.train
+  t.steps, t.eval_every, t.checkpoint_every, t.log_every = steps, steps, steps, steps
+  t.schedule, t.learning_rate, t.warmup_steps, t.label_smoothing, t.best_metric = "constant", 3e-3, 20, 0.0, "f1"
+  config.eval.batch_size = 64
+  return config
+
+
+def answers(dataset):
+  return {qa["id"]: [a["text"] for a in qa["answers"]] for article in dataset["data"]
+          for paragraph in article["paragraphs"] for qa in paragraph["qas"]}
+
+
+def test_span_qa_learns_to_answer_and_evaluate_scores_its_predictions_file(tmp_path):
+  config = qa_config(tmp_path, steps=300)
+  workdir = str(tmp_path / "run")
+  last = train_and_evaluate(config, workdir)
+  assert last["step"] == 300 and np.isfinite(last["loss"])
+  result = evaluate_checkpoint(workdir, split="validation")
+  with open(result["predictions"], encoding="utf-8") as f:
+    predictions = json.load(f)
+  gold = answers(synthetic_squad(40, seed=1))
+  assert result["examples"] == len(predictions) == len(gold) == 80
+  # Single-word answers: EM is the share of predictions equal to the gold text, and F1 (token overlap) is 1 exactly
+  # then; a wrong value word has no token in common with the gold one.
+  exact = 100 * np.mean([predictions[qid] in texts for qid, texts in gold.items()])
+  assert result["exact_match"] == pytest.approx(exact) and result["f1"] >= result["exact_match"]
+  assert result["exact_match"] >= 90, result  # chance is 1 in 3 facts per paragraph
+  assert result["step"] == 300 and last["exact_match"] == pytest.approx(result["exact_match"])
+
+
+def test_squad2_unanswerable_questions_are_scored_as_the_v2_script_does(tmp_path):
+  config = qa_config(tmp_path, steps=10, unanswerable=0.3)
+  workdir = str(tmp_path / "run")
+  train_and_evaluate(config, workdir)
+  result = evaluate_checkpoint(workdir, split="validation", checkpoint="latest")
+  with open(result["predictions"], encoding="utf-8") as f:
+    predictions = json.load(f)
+  gold = answers(synthetic_squad(40, seed=1, unanswerable=0.3))
+  no_answer = [qid for qid, texts in gold.items() if not texts]
+  has_answer = [qid for qid, texts in gold.items() if texts]
+  assert no_answer and has_answer
+  # v2.0: "no answer" is the empty string, right exactly when the question has no answer.
+  assert result["NoAns_exact"] == pytest.approx(100 * np.mean([predictions[q] == "" for q in no_answer]))
+  assert result["HasAns_exact"] == pytest.approx(100 * np.mean([predictions[q] in gold[q] for q in has_answer]))
+  n = len(gold)
+  assert result["exact_match"] == pytest.approx(
+      (len(no_answer) * result["NoAns_exact"] + len(has_answer) * result["HasAns_exact"]) / n)
+
+
+def test_qa_config_mismatches_are_named_before_anything_is_built(tmp_path):
+  config = qa_config(tmp_path, steps=1)
+  config.model.name = "transformer"
+  with pytest.raises(ValueError, match="config.model.name: extractive QA sources"):
+    Experiment(config, str(tmp_path / "a"))
+  config = qa_config(tmp_path, steps=1, model=dict(name="span_qa", encoder="transformer", d_model=32, num_heads=4,
+                                                     num_layers=1, positional="learned", max_length=64))
+  with pytest.raises(ValueError, match="config.model.max_length=64 is too short .* at least 90"):
+    Experiment(config, str(tmp_path / "b"))
+  config = qa_config(tmp_path, steps=1)
+  config.eval.metrics = ("bleu",)
+  with pytest.raises(ValueError, match=r"config.eval.metrics: \['bleu'\] not available"):
+    Experiment(config, str(tmp_path / "c"))
+  config = qa_config(tmp_path, steps=1, unanswerable=0.3,
+                     model=dict(name="span_qa", encoder="bilstm", d_model=32, num_layers=1, allow_no_answer=False))
+  with pytest.raises(ValueError, match="allow_no_answer is False but the data has unanswerable"):
+    Experiment(config, str(tmp_path / "d"))
