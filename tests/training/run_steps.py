@@ -13,7 +13,9 @@ import tempfile
 import jax
 
 
-def tiny_config(mesh_shape, model="transformer"):
+def tiny_config(mesh_shape, model="transformer", data_dir=None):
+  """A tiny config on the synthetic dates task, or (``model="span_qa"``, which needs ``data_dir``) on a SQuAD-format
+  fixture written into ``data_dir``."""
   import ml_collections  # pylint: disable=g-import-not-at-top
   from attnjax.config import base_config  # pylint: disable=g-import-not-at-top
   config = base_config()
@@ -33,6 +35,17 @@ def tiny_config(mesh_shape, model="transformer"):
   elif model == "convs2s":
     config.model = ml_collections.ConfigDict(dict(name="convs2s", embed_dim=16, hidden_dim=32, encoder_layers=2,
                                                   decoder_layers=2, dropout_rate=0.1, max_length=64))
+  elif model == "span_qa":  # the BERT-style encoder: its layers shard over the tensor axis like the Transformer's
+    import os  # pylint: disable=g-import-not-at-top
+    from tests.squad_fixture import synthetic_squad, write_squad  # pylint: disable=g-import-not-at-top
+    write_squad(os.path.join(data_dir, "train.json"), synthetic_squad(300, seed=0, unanswerable=0.2))
+    write_squad(os.path.join(data_dir, "dev.json"), synthetic_squad(20, seed=1, unanswerable=0.2))
+    with config.data.unlocked():
+      config.data.update(dict(source="squad_json", dir=data_dir, vocab_size=56, max_question_len=16,
+                              max_context_len=64, splits={"train": "train.json", "validation": "dev.json"}))
+    config.data.bucket_boundaries = (48,)
+    config.model = ml_collections.ConfigDict(dict(name="span_qa", encoder="transformer", d_model=32, num_heads=4,
+                                                  num_layers=1, d_ff=64, dropout_rate=0.1, max_length=96))
   config.train.schedule = "constant"
   config.train.learning_rate = 1e-3
   config.train.warmup_steps = 5
@@ -94,8 +107,8 @@ def main():
   if args.num_processes:
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(f"127.0.0.1:{args.port}", args.num_processes, args.process_id)
-  config = tiny_config([int(x) for x in args.mesh.split(",")], args.model)
   with tempfile.TemporaryDirectory() as workdir:
+    config = tiny_config([int(x) for x in args.mesh.split(",")], args.model, data_dir=workdir)
     losses = run(config, args.steps, workdir)
   print(json.dumps({"losses": losses, "devices": jax.device_count(), "processes": jax.process_count()}))
   sys.stdout.flush()

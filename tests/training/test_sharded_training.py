@@ -30,7 +30,7 @@ def _result(proc):
 
 @pytest.fixture(scope="module")
 def single_device():
-  return {model: _run("1,1,1", 8, model)["losses"] for model in ("transformer", "rnn_bahdanau")}
+  return {model: _run("1,1,1", 8, model)["losses"] for model in ("transformer", "rnn_bahdanau", "span_qa")}
 
 
 @pytest.mark.parametrize("mesh", ["8,1,1", "4,1,2", "2,2,2"])
@@ -43,6 +43,12 @@ def test_transformer_losses_match_one_device_on_eight_devices(single_device, mes
 def test_lstm_attention_losses_match_one_device_on_eight_devices(single_device):
   result = _run("8,1,1", 8, "rnn_bahdanau")
   np.testing.assert_allclose(result["losses"], single_device["rnn_bahdanau"], rtol=1e-5, atol=1e-5)
+
+
+def test_span_qa_losses_match_one_device_on_a_data_by_tensor_mesh(single_device):
+  result = _run("4,1,2", 8, "span_qa")
+  np.testing.assert_allclose(result["losses"], single_device["span_qa"], rtol=1e-5, atol=1e-5)
+  assert result["losses"][-1] < result["losses"][0]
 
 
 def _free_port():
