@@ -3,6 +3,11 @@
 * :mod:`attnjax.data.synthetic`: offline tasks generated in code (``dates``, ``reverse``), :func:`make_examples`.
 * :mod:`attnjax.data.vocab`: :class:`CharVocab`, a character vocabulary with the model interface's special ids.
 * :mod:`attnjax.data.pipeline`: :class:`Seq2SeqBatcher`, deterministic, resumable, bucketed or packed batches.
+* :mod:`attnjax.data.sources`: real text from files and tensorflow-datasets; :mod:`attnjax.data.tokenizer`:
+  SentencePiece vocabularies trained once per workdir.
+* :mod:`attnjax.data.squad`: SQuAD records, answer spans in tokens and back to text; :mod:`attnjax.data.spans`:
+  :class:`~attnjax.data.spans.SpanBatcher` for extractive QA.
+* :mod:`attnjax.data.tasks`: :func:`~attnjax.data.tasks.load_task`, a config's data as the training loop sees it.
 """
 
 from attnjax.data.pipeline import Batch, BucketSpec, Seq2SeqBatcher

@@ -47,6 +47,9 @@ source                 keys (default)
 ``tfds_summarization`` ``tfds_name`` (required: "cnn_dailymail" or "xsum", optionally with a config / version);
                        ``splits``, ``tfds_data_dir``, ``tfds_download``, ``tfds_backend``, ``max_chars`` as above
 =====================  =================================================================================================
+
+The extractive-QA sources (``squad_json``, ``tfds_squad``) give SQuAD records rather than text pairs: see
+:func:`attnjax.data.squad.load_qa_task`.
 """
 
 from __future__ import annotations

@@ -25,6 +25,83 @@ from attnjax.data.vocab import CharVocab
 VOCAB_FILE = "vocab.json"
 
 
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+  """A task of the literature by name: where its data comes from and how it is scored.
+
+  Attributes:
+    kind: "translation", "summarization" or "extractive_qa".
+    source: the ``config.data.source`` that reads it.
+    fields: the ``config.data`` keys that select the dataset and its fields (tfds name, languages, file names...).
+    splits: split -> the source's split (tfds split or file stem).
+    metrics: what ``attnjax.evaluate`` computes by default.
+    reported: what the literature reports on it (may include opt-in metrics such as METEOR).
+  """
+  kind: str
+  source: str
+  fields: dict
+  splits: dict
+  metrics: tuple[str, ...]
+  reported: tuple[str, ...]
+
+
+_WMT_SPLITS = {"train": "train", "validation": "validation", "test": "test"}
+_TRANSLATION = ("bleu", "chrf", "ter")
+
+
+def _wmt14(pair: str, src: str, tgt: str) -> TaskSpec:
+  return TaskSpec("translation", "tfds_translation", {"tfds_name": f"wmt14_translate/{pair}", "src_lang": src,
+                                                      "tgt_lang": tgt}, _WMT_SPLITS, _TRANSLATION,
+                  ("bleu", "meteor", "ter"))
+
+
+TASKS: dict[str, TaskSpec] = {
+    "wmt14_en_de": _wmt14("de-en", "en", "de"),
+    "wmt14_de_en": _wmt14("de-en", "de", "en"),
+    "wmt14_en_fr": _wmt14("fr-en", "en", "fr"),
+    "wmt14_fr_en": _wmt14("fr-en", "fr", "en"),
+    "cnn_dailymail": TaskSpec("summarization", "tfds_summarization", {"tfds_name": "cnn_dailymail"},
+                              {"train": "train", "validation": "validation", "test": "test"}, ("rouge",),
+                              ("rouge1", "rouge2", "rougeL")),
+    "xsum": TaskSpec("summarization", "tfds_summarization", {"tfds_name": "xsum"},
+                     {"train": "train", "validation": "validation", "test": "test"}, ("rouge",),
+                     ("rouge1", "rouge2", "rougeL")),
+    "squad_v1": TaskSpec("extractive_qa", "tfds_squad", {"tfds_name": "squad/v1.1"},
+                         {"train": "train", "validation": "validation"}, ("exact_match", "f1"), ("exact_match", "f1")),
+    "squad_v2": TaskSpec("extractive_qa", "tfds_squad", {"tfds_name": "squad/v2.0"},
+                         {"train": "train", "validation": "validation"}, ("exact_match", "f1"), ("exact_match", "f1")),
+    # The offline copies in ../shared/data (see experiments/): Multi30k task 1, and SQuAD v1.1 dev split by article.
+    "multi30k_en_de": TaskSpec("translation", "parallel_text", {"src_lang": "en", "tgt_lang": "de"},
+                               {"train": "train", "validation": "val", "test": "test_2016_flickr"}, _TRANSLATION,
+                               ("bleu", "meteor")),
+    "squad_v1_dev_by_article": TaskSpec("extractive_qa", "squad_json",
+                                        {"path": "dev-v1.1.json.gz", "heldout": {"validation": 0.1, "test": 0.1}},
+                                        {}, ("exact_match", "f1"), ("exact_match", "f1")),
+}
+
+
+def use_task(config, name: str) -> None:
+  """Points ``config.data`` (and ``config.eval.metrics``) at the registered task ``name``: its source, dataset
+  fields and splits. Experiment files call it, then set what is theirs (``data.dir``, vocabulary, lengths, model).
+
+  Raises:
+    ValueError: an unknown name (lists the registered ones).
+  """
+  if name not in TASKS:
+    raise ValueError(f"unknown task {name!r}; registered tasks: {sorted(TASKS)}")
+  spec = TASKS[name]
+  with config.data.unlocked():
+    config.data.source = spec.source
+    config.data.task = name
+    for key, value in spec.fields.items():
+      config.data[key] = dict(value) if isinstance(value, dict) else value
+    if spec.splits:
+      config.data.splits = dict(spec.splits)
+    elif "splits" in config.data:
+      del config.data["splits"]
+  config.eval.metrics = spec.metrics
+
+
 @dataclasses.dataclass
 class TaskData:
   name: str

@@ -8,7 +8,6 @@ import os
 
 from absl import logging
 
-from attnjax.training import evaluation
 from attnjax.training.loop import Experiment, load_config
 
 

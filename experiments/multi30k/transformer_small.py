@@ -10,15 +10,14 @@ vocabulary trained on the training split. Model: 3+3 layers, d_model 256, 4 head
 """
 
 from attnjax.config import base_config
+from attnjax.data.tasks import use_task
 
 
 def get_config():
   config = base_config()
+  use_task(config, "multi30k_en_de")  # parallel_text: train / val / test_2016_flickr .{en,de}.gz
   d = config.data
-  d.source = "parallel_text"
   d.dir = "../shared/data/multi30k"
-  d.src_lang, d.tgt_lang = "en", "de"
-  d.splits = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
   d.vocab_size = 8000
   d.joint_vocab = True
   d.max_src_len, d.max_tgt_len = 64, 64

@@ -1,5 +1,5 @@
-"""Extractive QA through the whole system: config → SQuAD-format files → sharded training → the best checkpoint →
-``attnjax.evaluate``'s code path → SQuAD EM / F1, checked against the predictions file it writes."""
+"""Extractive QA through the whole system: config → SQuAD-format files → sharded training → the best
+checkpoint → ``attnjax.evaluate``'s code path → SQuAD EM / F1, checked against the predictions file it writes."""
 
 import json
 import os

@@ -5,6 +5,7 @@ import ml_collections
 import numpy as np
 import pytest
 
+from attnjax.data.tasks import use_task
 from attnjax.training import steps
 from attnjax.training.loop import Experiment
 from tests.squad_fixture import synthetic_squad
@@ -32,21 +33,20 @@ def test_wmt14_mock_examples_tokenize_batch_and_train_one_step(tmp_path):
   examples = [{"en": " ".join(rng.choice(words[:6], 5)).encode(), "de": " ".join(rng.choice(words[6:], 5)).encode()}
               for _ in range(200)]
   config = tiny_config((1, 1, 1))
+  use_task(config, "wmt14_en_de")
   with config.data.unlocked():
-    config.data.source = "tfds_translation"
-    config.data.tfds_name = "wmt14_translate/de-en"
-    config.data.src_lang, config.data.tgt_lang = "en", "de"
     config.data.tfds_backend = "data_source"
     config.data.vocab_size = 32
-    config.data.splits = {"train": "train", "validation": "validation", "test": "test"}
   exp, batch = _train_one_step(tfds, config, str(tmp_path), examples)
-  assert exp.task.metrics == ("bleu", "chrf", "ter")
+  assert exp.task.metrics == exp.metrics == ("bleu", "chrf", "ter")
+  assert exp.task.splits["train"][0] == tuple(x.decode() for x in (examples[0]["en"], examples[0]["de"]))
   assert (tmp_path / "spm.model").exists()
   assert exp.task.src_vocab.decode(exp.task.src_vocab.encode("the cat sat")) == "the cat sat"
   assert batch["src"].shape[0] == 32 and (batch["src_mask"].sum(1) > 0).all()
 
 
-@pytest.mark.parametrize("name, keys", [("cnn_dailymail", ("article", "highlights")), ("xsum", ("document", "summary"))])
+@pytest.mark.parametrize("name, keys", [("cnn_dailymail", ("article", "highlights")),
+                                        ("xsum", ("document", "summary"))])
 def test_summarization_mock_examples_tokenize_batch_and_train_one_step(tmp_path, name, keys):
   tfds = pytest.importorskip("tensorflow_datasets")
   rng = np.random.default_rng(1)
@@ -56,15 +56,15 @@ def test_summarization_mock_examples_tokenize_batch_and_train_one_step(tmp_path,
     document = " ".join(rng.choice(words, 20))
     examples.append({keys[0]: document.encode(), keys[1]: " ".join(document.split()[:5]).encode()})
   config = tiny_config((1, 1, 1))
+  use_task(config, name)
   with config.data.unlocked():
-    config.data.source = "tfds_summarization"
-    config.data.tfds_name = name
     config.data.tfds_backend = "data_source"
     config.data.vocab_size = 40
   config.data.max_src_len, config.data.max_tgt_len = 64, 16
   config.train.best_metric = "rougeL"
   exp, _ = _train_one_step(tfds, config, str(tmp_path), examples)
-  assert exp.task.metrics == ("rouge",)
+  assert exp.metrics == ("rouge",)
+  assert exp.task.splits["train"][0] == (examples[0][keys[0]].decode(), examples[0][keys[1]].decode())
 
 
 def test_squad_mock_examples_tokenize_batch_and_train_one_step(tmp_path):
@@ -79,9 +79,9 @@ def test_squad_mock_examples_tokenize_batch_and_train_one_step(tmp_path):
                                      "answer_start": [a["answer_start"] for a in qa["answers"]]},
                          "is_impossible": qa["is_impossible"]})
   config = tiny_config((1, 1, 1))
+  use_task(config, "squad_v2")
   with config.data.unlocked():
-    config.data.update(dict(source="tfds_squad", tfds_name="squad/v2.0", tfds_backend="data_source",
-                            vocab_size=56, max_question_len=16, max_context_len=64))
+    config.data.update(dict(tfds_backend="data_source", vocab_size=56, max_question_len=16, max_context_len=64))
   config.data.bucket_boundaries = ()
   config.model = ml_collections.ConfigDict(dict(name="span_qa", encoder="bilstm", d_model=32, num_layers=1))
   exp, batch = _train_one_step(tfds, config, str(tmp_path), examples)

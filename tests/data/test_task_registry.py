@@ -1,0 +1,36 @@
+"""The named tasks of the literature: each one's config validates and asks for metrics its task kind computes."""
+
+import ml_collections
+import pytest
+
+from attnjax import config as config_lib
+from attnjax.data.tasks import TASKS, use_task
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_registered_task_gives_a_valid_config(name):
+  spec = TASKS[name]
+  config = config_lib.base_config()
+  use_task(config, name)
+  if spec.kind == "extractive_qa":
+    config.model = ml_collections.ConfigDict(dict(name="span_qa"))
+    config.train.best_metric = "f1"
+  config_lib.validate(config)
+  assert config.data.source == spec.source and config.data.task == name
+  plain = lambda v: v.to_dict() if isinstance(v, ml_collections.ConfigDict) else v
+  assert all(plain(config.data[key]) == value for key, value in spec.fields.items())
+  allowed = config_lib.SPAN_METRICS if spec.kind == "extractive_qa" else config_lib.DECODING_METRICS
+  assert set(config.eval.metrics) <= set(allowed)
+  # what the papers report is computable: a metric itself or one of its values (ROUGE-1/2/L of "rouge")
+  assert all(m in allowed or m in config_lib.METRICS for m in spec.reported)
+
+
+def test_translation_tasks_read_the_named_direction():
+  config = config_lib.base_config()
+  use_task(config, "wmt14_fr_en")
+  assert (config.data.tfds_name, config.data.src_lang, config.data.tgt_lang) == ("wmt14_translate/fr-en", "fr", "en")
+
+
+def test_unknown_task_lists_the_registered_ones():
+  with pytest.raises(ValueError, match="unknown task 'wmt15_en_de'; registered tasks: .*'wmt14_en_de'"):
+    use_task(config_lib.base_config(), "wmt15_en_de")
