@@ -147,6 +147,14 @@ def validate(config) -> None:
     _fail("model.name" if qa_source else "data.source",
           f"extractive QA sources {QA_SOURCES} go with model.name='span_qa' and only with it (got data.source="
           f"{d.source!r}, model.name={config.model.get('name')!r})")
+  if qa_source:
+    for key in ("max_question_len", "max_context_len"):
+      value = d.get(key, 1)
+      if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        _fail(f"data.{key}", f"must be a positive int, got {value!r}")
+    if t.label_smoothing:
+      _fail("train.label_smoothing", f"applies to the seq2seq loss; set it to 0 for model.name='span_qa' (got "
+            f"{t.label_smoothing})")
   allowed = SPAN_METRICS if qa_source else DECODING_METRICS
   unknown = [name for name in e.metrics if name not in allowed]
   if unknown:

@@ -17,7 +17,7 @@ FILLER = ["it rained", "all was fine", "nobody came", "the shop was closed"]
 
 
 def synthetic_squad(num_paragraphs: int, *, seed: int = 0, unanswerable: float = 0.0, facts: int = 3,
-                    questions_per_paragraph: int = 2) -> dict:
+                    questions_per_paragraph: int = 2, paragraphs_per_article: int = 1) -> dict:
   rng = np.random.default_rng(seed)
   data = []
   for p in range(num_paragraphs):
@@ -43,7 +43,9 @@ def synthetic_squad(num_paragraphs: int, *, seed: int = 0, unanswerable: float =
       if unanswerable:
         qa["is_impossible"] = False
       qas.append(qa)
-    data.append({"title": f"article {p}", "paragraphs": [{"context": context, "qas": qas}]})
+    if p % paragraphs_per_article == 0:
+      data.append({"title": f"article {p // paragraphs_per_article}", "paragraphs": []})
+    data[-1]["paragraphs"].append({"context": context, "qas": qas})
   return {"version": "2.0" if unanswerable else "1.1", "data": data}
 
 

@@ -67,6 +67,7 @@ from absl import logging
 from attnjax.models.interface import BOS_ID, EOS_ID, PAD_ID
 
 Batch = dict[str, np.ndarray]
+HOST_ONLY_KEYS = ("example_index",)  # batch bookkeeping for the host (e.g. re-ordering predictions), never a model input
 
 _STATE_VERSION = 1
 _STATE_KEYS = frozenset({"version", "seed", "epoch", "position", "fingerprint"})

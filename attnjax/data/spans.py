@@ -11,7 +11,8 @@ of global batches and exact resumption as translation. Each batch is a dict of N
   or a filler row, where it is ignored);
 * ``"is_impossible"`` ``[B]`` bool (SQuAD 2.0 questions without an answer);
 * ``"weights"`` ``[B]`` float32: 1 for a question, 0 for a filler row that completes a bucket's last batch;
-* ``"example_index"`` ``[B]`` int32: the row's index in ``examples`` (-1 for a filler row); host-side only.
+* ``"example_index"`` ``[B]`` int32: the row's index in ``examples`` (-1 for a filler row); host-side only
+  (:data:`attnjax.data.pipeline.HOST_ONLY_KEYS`).
 
 Lengths: a question keeps at most ``max_question_len`` tokens and a context ``max_context_len`` tokens
 (:func:`attnjax.data.squad.encode_examples` truncates them, so nothing is skipped for length here); an example with
@@ -28,8 +29,6 @@ from attnjax.data.pipeline import Batch, Seq2SeqBatcher
 from attnjax.data.squad import NO_ANSWER, SquadExample
 from attnjax.models.interface import PAD_ID
 
-HOST_ONLY_KEYS = ("example_index",)
-
 
 class SpanBatcher:
   """Deterministic, resumable, bucketed, shardable batches of :class:`SquadExample`; see the module docstring.
@@ -37,8 +36,8 @@ class SpanBatcher:
   Args:
     examples: tokenized questions (:func:`attnjax.data.squad.encode_examples`).
     max_question_len, max_context_len: the longest question and context, in tokens.
-    **batcher_options: :class:`Seq2SeqBatcher`'s ``batch_size`` / ``max_tokens``, ``bucket_boundaries`` (on the
-      context length + 1), ``shuffle``, ``seed``, ``drop_remainder``, ``pad_to_multiple``, ``num_shards``,
+    **batcher_options: :class:`Seq2SeqBatcher`'s ``batch_size`` / ``max_tokens``, ``bucket_boundaries`` (bounds on
+      max(question length, context length + 1)), ``shuffle``, ``seed``, ``drop_remainder``, ``pad_to_multiple``, ``num_shards``,
       ``shard_index``, ``batch_multiple``. Packing is not available (the model takes one pair per row).
   """
 

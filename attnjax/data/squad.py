@@ -30,7 +30,7 @@ from typing import Any
 from absl import logging
 
 # The config helpers are shared with the text sources, so both read config.data the same way.
-from attnjax.data.sources import _get, _in_dir, _splits, open_binary, split_by_source
+from attnjax.data.sources import _get, _in_dir, _splits, open_binary, split_by_source, tfds_squad
 
 NO_ANSWER = -1
 VERSIONS = ("1.1", "2.0")
@@ -320,10 +320,10 @@ def _load_squad_json(data_cfg, **_) -> dict[str, list[SquadQuestion]]:
 
 
 def _load_tfds_squad(data_cfg, process_index=None, process_count=None) -> dict[str, list[SquadQuestion]]:
-  from attnjax.data.sources import tfds_squad  # pylint: disable=g-import-not-at-top
   name = _get(data_cfg, "tfds_name", "squad/v1.1")
   options = {"data_dir": _get(data_cfg, "tfds_data_dir", None),
-             "download": bool(_get(data_cfg, "tfds_download", False)), "backend": _get(data_cfg, "tfds_backend", "auto"), "process_index": process_index,
+             "download": bool(_get(data_cfg, "tfds_download", False)),
+             "backend": _get(data_cfg, "tfds_backend", "auto"), "process_index": process_index,
              "process_count": process_count}
   return {split: tfds_squad(name, tfds_split, **options)
           for split, tfds_split in _splits(data_cfg, DEFAULT_TFDS_SQUAD_SPLITS).items()}

@@ -80,9 +80,13 @@ TASKS: dict[str, TaskSpec] = {
 }
 
 
+_HEADLINE = {"translation": "bleu", "summarization": "rougeL", "extractive_qa": "f1"}  # ranks "best" checkpoints
+
+
 def use_task(config, name: str) -> None:
-  """Points ``config.data`` (and ``config.eval.metrics``) at the registered task ``name``: its source, dataset
-  fields and splits. Experiment files call it, then set what is theirs (``data.dir``, vocabulary, lengths, model).
+  """Points ``config.data`` at the registered task ``name`` (its source, dataset fields and splits), and sets
+  ``config.eval.metrics`` and the metric that ranks the best checkpoint (BLEU, ROUGE-L, F1). Experiment files call
+  it, then set what is theirs (``data.dir``, vocabulary, lengths, model).
 
   Raises:
     ValueError: an unknown name (lists the registered ones).
@@ -100,6 +104,9 @@ def use_task(config, name: str) -> None:
     elif "splits" in config.data:
       del config.data["splits"]
   config.eval.metrics = spec.metrics
+  config.train.best_metric = _HEADLINE[spec.kind]
+  if spec.kind == "extractive_qa":
+    config.train.label_smoothing = 0.0  # the span loss has none
 
 
 @dataclasses.dataclass
@@ -132,12 +139,17 @@ def _synthetic(data_cfg, workdir: str) -> TaskData:
 SUMMARIZATION_SOURCES = ("jsonl", "tfds_summarization")
 
 
+def _require_train(splits) -> None:
+  if "train" not in splits:
+    raise ValueError(f"the data has no 'train' split (got {sorted(splits)}): config.data.splits must name one (with "
+                     f"config.data.path + config.data.heldout, 'train' is what the held-out splits leave)")
+
+
 def _text(data_cfg, workdir: str) -> TaskData:
   """Real text (files or tfds) with a SentencePiece vocabulary trained once on the training split, cached in the
   workdir (``spm.model``, or ``spm_src``/``spm_tgt`` with ``data.joint_vocab=False``)."""
   splits = load_text_task(data_cfg)
-  if "train" not in splits:
-    raise ValueError(f"config.data.splits must include 'train' (got {sorted(splits)})")
+  _require_train(splits)
   src_vocab, tgt_vocab = load_or_train_pair(workdir, lambda: splits["train"], int(data_cfg.get("vocab_size", 8000)),
                                             joint=bool(data_cfg.get("joint_vocab", True)),
                                             model_type=data_cfg.get("spm_model_type", "unigram"))
@@ -174,7 +186,8 @@ class SpanTaskData:
 
   def examples(self, split: str, *, train: bool) -> list[squad.SquadExample]:
     if split not in self.splits:
-      raise ValueError(f"split {split!r} is not one of this task's splits {sorted(self.splits)}")
+      raise ValueError(f"split {split!r} (config.eval.split, or attnjax.evaluate --split) is not one of this task's "
+                       f"splits {sorted(self.splits)}")
     if (split, train) not in self._cache:
       self._cache[split, train] = squad.encode_examples(
           self.splits[split], self.vocab, max_context_tokens=self.max_context_len,
@@ -186,8 +199,7 @@ def _qa(data_cfg, workdir: str) -> SpanTaskData:
   """SQuAD-format data (files or tfds) with a joint SentencePiece vocabulary trained once on the training split's
   questions and (distinct) contexts, cached in the workdir."""
   splits = squad.load_qa_task(data_cfg)
-  if "train" not in splits:
-    raise ValueError(f"config.data.splits must include 'train' (got {sorted(splits)})")
+  _require_train(splits)
 
   def texts():  # each context once, although several questions share it
     return [q.question for q in splits["train"]] + list(dict.fromkeys(q.context for q in splits["train"]))

@@ -45,8 +45,10 @@ def build_model(model_cfg, *, src_vocab_size: int, tgt_vocab_size: int):
       raise ValueError(f"model.preset must be one of {sorted(PRESETS)}, got {preset!r}")
     kwargs.update(PRESETS[preset])
   for key, value in cfg.items():
-    if key not in fields or key in _FILLED_IN:
-      raise ValueError(f"model.{key} is not a field of {MODELS[name].__name__} (fields: {sorted(fields)})")
+    if key in _FILLED_IN:
+      raise ValueError(f"model.{key} is set from the data (the vocabulary's size), not from the config")
+    if key not in fields:
+      raise ValueError(f"model.{key} is not a field of {MODELS[name].__name__} (fields: {sorted(fields - set(_FILLED_IN))})")
     if key in ("dtype", "param_dtype") and isinstance(value, str):
       if value not in _DTYPES:
         raise ValueError(f"model.{key} must be one of {sorted(_DTYPES)}, got {value!r}")

@@ -132,7 +132,8 @@ def score(hypotheses, references, names) -> tuple[dict[str, float], dict[str, st
 
 
 def loss(eval_step, params, batches, mesh, rules) -> dict[str, float]:
-  """Token-weighted validation loss and NLL over ``batches`` (host-local numpy batches)."""
+  """Validation loss and NLL over ``batches`` (host-local numpy batches), weighted by the step's ``ntokens``: per
+  target token for seq2seq, per question for extractive QA."""
   totals = {"loss_sum": 0.0, "nll_sum": 0.0, "ntokens": 0.0}
   for batch in batches:
     out = jax.device_get(eval_step(params, steps.global_batch(batch, mesh, rules)))

@@ -140,16 +140,26 @@ def _writer(workdir: str):
   return SummaryWriter(os.path.join(workdir, "tensorboard"))
 
 
+def _check_best_metric(best_metric: str, metrics) -> None:
+  """The checkpoint kept as "best" is ranked by a value the evaluation computes: checked before training starts."""
+  computed = {"loss", "nll"}
+  for name in metrics:
+    computed.update(("rouge1", "rouge2", "rougeL", "rougeLsum") if name == "rouge" else (name,))
+  if best_metric not in computed:
+    raise ValueError(f"config.train.best_metric={best_metric!r} is not computed by this run's evaluation, which "
+                     f"reports {sorted(computed)} (config.eval.metrics, or the task's own metrics when empty)")
+
+
 class Experiment:
   """Everything a config builds: task, model, mesh, optimiser, state shardings, batchers, jitted steps."""
 
   def __init__(self, config, workdir: str):
     config_lib.validate(config)
     self.config, self.workdir = config, workdir
+    if "meteor" in config.eval.metrics:
+      metrics_lib.check_meteor_available()  # now, not at the first evaluation hours later
     self.task = load_task(config.data, workdir)
     self.metrics = tuple(config.eval.metrics) or self.task.metrics
-    if "meteor" in self.metrics:
-      metrics_lib.check_meteor_available()  # now, not at the first evaluation hours later
     pad = lambda n: -(-n // config.data.vocab_multiple) * config.data.vocab_multiple
     self.model = build_model(config.model.to_dict(), src_vocab_size=pad(self.task.src_vocab.size),
                              tgt_vocab_size=pad(self.task.tgt_vocab.size))
@@ -162,7 +172,7 @@ class Experiment:
     self.state, self.state_sharding, self.abstract = create_train_state(self.model, self.tx, self.mesh, self.rules,
                                                                         config.seed)
     losses, ndims = self._make_batchers()
-    batch_sharding = steps.batch_shardings(ndims, self.mesh, self.rules)
+    batch_sharding = None if ndims is None else steps.batch_shardings(ndims, self.mesh, self.rules)
     self.train_step = steps.make_train_step(
         self.model, self.tx, self.schedule, state_sharding=self.state_sharding, mesh=self.mesh, rules=self.rules,
         grad_accum_steps=config.train.grad_accum_steps, batch_sharding=batch_sharding, **losses)
@@ -185,7 +195,8 @@ class Experiment:
                        f"data.max_context_len={task.max_context_len}: it must be at least {packed}")
 
   def _make_batchers(self):
-    """Training and validation-loss batchers; returns the step's loss options and the batch arrays' ranks."""
+    """Training and validation-loss batchers; returns the step's loss options and the batch arrays' ranks (None: all
+    ``[batch, length]``)."""
     config, d = self.config, self.config.data
     dp = partitioning.data_parallel_size(self.mesh, self.rules)
     common = dict(batch_size=d.batch_size, max_tokens=d.max_tokens, num_shards=jax.process_count(),
@@ -203,8 +214,8 @@ class Experiment:
     self.train_batches = Seq2SeqBatcher(self.task.encoded("train"), bucket_boundaries=d.bucket_boundaries,
                                         shuffle=True, seed=config.seed, pack=d.pack, **common)
     self.eval_batches = Seq2SeqBatcher(self.task.encoded(config.eval.split), shuffle=False, seed=0, **common)
-    ndims = {key: 2 for key in steps.BATCH_KEYS + (steps.PACKED_KEYS if d.pack else ())}
-    return dict(label_smoothing=config.train.label_smoothing), ndims
+    # every seq2seq array is [batch, length], packed (training) or not (validation): one sharding for all keys
+    return dict(label_smoothing=config.train.label_smoothing), None
 
   def restore(self, step: int | None = None) -> int:
     """Restores the newest readable (or the given) checkpoint into the configured shardings; returns its step."""
@@ -261,6 +272,7 @@ def train_and_evaluate(config, workdir: str, on_step=None) -> dict:
   """
   maybe_initialize_distributed(config.distributed)
   exp = Experiment(config, workdir)
+  _check_best_metric(config.train.best_metric, exp.metrics)  # an evaluation of a checkpoint ranks nothing
   save_config(config, workdir)
   t = config.train
   start = exp.restore()

@@ -18,6 +18,7 @@ import optax
 
 import functools
 
+from attnjax.data.pipeline import HOST_ONLY_KEYS
 from attnjax.models.span_qa import span_nll
 from attnjax.training import partitioning
 from attnjax.training.losses import smoothed_cross_entropy
@@ -27,7 +28,6 @@ PACKED_KEYS = ("src_segment_ids", "tgt_segment_ids", "src_positions", "tgt_posit
 SPAN_BATCH_KEYS = ("question", "question_mask", "context", "context_mask", "start_positions", "end_positions",
                    "is_impossible", "weights")
 SPAN_BATCH_NDIMS = {**{key: 2 for key in SPAN_BATCH_KEYS[:4]}, **{key: 1 for key in SPAN_BATCH_KEYS[4:]}}
-HOST_ONLY_KEYS = ("example_index",)  # bookkeeping that never goes to the devices
 
 
 def seq2seq_loss_stats(model, params, batch, rng, deterministic, *, label_smoothing=0.0):

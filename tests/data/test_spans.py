@@ -31,7 +31,7 @@ def test_qa_task_has_splits_vocabulary_and_squad_metrics(task):
   assert task.kind == "span" and task.metrics == ("exact_match", "f1") and task.version == "2.0"
   assert sorted(task.splits) == ["train", "validation"] and len(task.splits["train"]) == 400
   assert task.vocab.decode(task.vocab.encode("what is alpha ?")) == "what is alpha ?"
-  with pytest.raises(ValueError, match="split 'test' is not one of this task's splits"):
+  with pytest.raises(ValueError, match=r"split 'test' \(config.eval.split, or attnjax.evaluate --split\) is not one"):
     task.examples("test", train=False)
 
 
@@ -83,12 +83,13 @@ def test_evaluation_examples_keep_unreachable_answers_which_training_cannot_use(
 
 
 def test_one_file_is_split_by_article_into_heldout_sets(tmp_path):
-  write_squad(tmp_path / "all.json", synthetic_squad(300, seed=2, questions_per_paragraph=3))
+  write_squad(tmp_path / "all.json", synthetic_squad(900, seed=2, paragraphs_per_article=3))
   cfg = qa_config(tmp_path, splits=None, path="all.json", heldout={"validation": 0.2, "test": 0.1})
   del cfg["splits"]
   splits = squad.load_qa_task(cfg)
   articles = {name: {q.title for q in questions} for name, questions in splits.items()}
-  assert sum(len(a) for a in articles.values()) == 300  # every article in exactly one split
+  assert sum(len(a) for a in articles.values()) == 300  # every article (3 paragraphs each) in exactly one split
+  assert sum(len(q) for q in splits.values()) == 1800
   assert not (articles["train"] & articles["validation"]) and not (articles["train"] & articles["test"])
   assert 0.1 < len(articles["validation"]) / 300 < 0.3 and 0.03 < len(articles["test"]) / 300 < 0.2
   with pytest.raises(ValueError, match="exactly one of config.data.path"):

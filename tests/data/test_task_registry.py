@@ -5,6 +5,7 @@ import pytest
 
 from attnjax import config as config_lib
 from attnjax.data.tasks import TASKS, use_task
+from attnjax.training.loop import _check_best_metric  # pylint: disable=protected-access
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))
@@ -21,6 +22,7 @@ def test_every_registered_task_gives_a_valid_config(name):
   assert all(plain(config.data[key]) == value for key, value in spec.fields.items())
   allowed = config_lib.SPAN_METRICS if spec.kind == "extractive_qa" else config_lib.DECODING_METRICS
   assert set(config.eval.metrics) <= set(allowed)
+  _check_best_metric(config.train.best_metric, config.eval.metrics)  # the "best" checkpoint is ranked by a computed value
   # what the papers report is computable: a metric itself or one of its values (ROUGE-1/2/L of "rouge")
   assert all(m in allowed or m in config_lib.METRICS for m in spec.reported)
 
@@ -29,6 +31,12 @@ def test_translation_tasks_read_the_named_direction():
   config = config_lib.base_config()
   use_task(config, "wmt14_fr_en")
   assert (config.data.tfds_name, config.data.src_lang, config.data.tgt_lang) == ("wmt14_translate/fr-en", "fr", "en")
+
+
+def test_a_best_metric_the_evaluation_does_not_compute_is_refused():
+  _check_best_metric("rougeL", ("rouge",))
+  with pytest.raises(ValueError, match="config.train.best_metric='exact_match' is not computed .*'bleu'"):
+    _check_best_metric("exact_match", ("bleu", "chrf", "ter"))
 
 
 def test_unknown_task_lists_the_registered_ones():

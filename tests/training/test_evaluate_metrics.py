@@ -53,6 +53,24 @@ def test_meteor_without_wordnet_fails_at_start_with_the_install_command(workdir,
     Experiment(config, workdir)
 
 
+def test_a_packed_run_evaluates_its_unpacked_validation_batches(tmp_path):
+  config = tiny_config((1, 1, 1))
+  config.data.pack, config.data.bucket_boundaries = True, None
+  config.train.steps = config.train.eval_every = config.train.log_every = 2
+  config.eval.num_decode_examples = 8
+  result = train_and_evaluate(config, str(tmp_path))
+  assert result["step"] == 2 and result["loss"] > 0 and "exact_match" in result
+
+
+def test_a_best_metric_outside_the_evaluation_fails_before_training(tmp_path):
+  config = tiny_config((1, 1, 1))
+  config.train.best_metric = "bleu"
+  config.eval.metrics = ("chrf",)
+  with pytest.raises(ValueError, match="config.train.best_metric='bleu' is not computed"):
+    train_and_evaluate(config, str(tmp_path))
+  assert not (tmp_path / "checkpoints").exists() or not list((tmp_path / "checkpoints").iterdir())
+
+
 def test_unknown_metric_is_named_with_the_available_ones(workdir):
   with pytest.raises(ValueError, match=r"config.eval.metrics: \['f1'\] not available for this task"):
     evaluate_checkpoint(workdir, split="validation", metrics=("f1",))

@@ -10,7 +10,7 @@ import pytest
 
 from attnjax.config import base_config
 from attnjax.training.checkpoint_eval import evaluate_checkpoint
-from attnjax.training.loop import Experiment, train_and_evaluate
+from attnjax.training.loop import Experiment, load_config, train_and_evaluate
 from tests.squad_fixture import synthetic_squad, write_squad
 
 
@@ -49,7 +49,7 @@ def test_span_qa_learns_to_answer_and_evaluate_scores_its_predictions_file(tmp_p
   with open(result["predictions"], encoding="utf-8") as f:
     predictions = json.load(f)
   gold = answers(synthetic_squad(40, seed=1))
-  assert result["examples"] == len(predictions) == len(gold) == 80
+  assert sorted(predictions) == sorted(gold)  # every question is answered, unreachable ones included
   # Single-word answers: EM is the share of predictions equal to the gold text, and F1 (token overlap) is 1 exactly
   # then; a wrong value word has no token in common with the gold one.
   exact = 100 * np.mean([predictions[qid] in texts for qid, texts in gold.items()])
@@ -62,13 +62,26 @@ def test_squad2_unanswerable_questions_are_scored_as_the_v2_script_does(tmp_path
   config = qa_config(tmp_path, steps=10, unanswerable=0.3)
   workdir = str(tmp_path / "run")
   train_and_evaluate(config, workdir)
-  result = evaluate_checkpoint(workdir, split="validation", checkpoint="latest")
-  with open(result["predictions"], encoding="utf-8") as f:
-    predictions = json.load(f)
   gold = answers(synthetic_squad(40, seed=1, unanswerable=0.3))
   no_answer = [qid for qid, texts in gold.items() if not texts]
   has_answer = [qid for qid, texts in gold.items() if texts]
   assert no_answer and has_answer
+  # The null score decides: pushed far up every answer is "", far down none is.
+  exp = Experiment(load_config(workdir), workdir)
+  exp.restore()
+  head = exp.state.params["no_answer_head"]
+  for shift, expected in ((1e6, True), (-1e6, False)):
+    params = {**exp.state.params, "no_answer_head": {**head, "bias": head["bias"] + shift}}
+    exp.state = exp.state.replace(params=params)
+    scores, _, outputs = exp.predict_and_score("validation", limit=None)
+    assert all((answer == "") == expected for answer in outputs["predictions"].values())
+    if expected:  # (a span such as "." normalizes to "" too, so the converse has no such exact value)
+      assert scores["NoAns_exact"] == 100.0 and scores["HasAns_exact"] == 0.0
+  exp.checkpointer.close()
+
+  result = evaluate_checkpoint(workdir, split="validation", checkpoint="latest")
+  with open(result["predictions"], encoding="utf-8") as f:
+    predictions = json.load(f)
   # v2.0: "no answer" is the empty string, right exactly when the question has no answer.
   assert result["NoAns_exact"] == pytest.approx(100 * np.mean([predictions[q] == "" for q in no_answer]))
   assert result["HasAns_exact"] == pytest.approx(100 * np.mean([predictions[q] in gold[q] for q in has_answer]))

@@ -86,4 +86,6 @@ def test_squad_mock_examples_tokenize_batch_and_train_one_step(tmp_path):
   config.model = ml_collections.ConfigDict(dict(name="span_qa", encoder="bilstm", d_model=32, num_layers=1))
   exp, batch = _train_one_step(tfds, config, str(tmp_path), examples)
   assert exp.task.kind == "span" and exp.task.version == "2.0" and sorted(exp.task.splits) == ["train", "validation"]
-  assert batch["is_impossible"].any() and (batch["context_mask"].sum(1) > 0).all()
+  real = batch["weights"] == 1
+  assert real.any() and batch["is_impossible"][real].any() and (batch["context_mask"][real].sum(1) > 0).all()
+  assert not batch["context_mask"][~real].any()
