@@ -18,6 +18,7 @@ From the shell (plain-text files, one segment per line, UTF-8)::
 
     python -m attnjax.metrics --metric=bleu --hyp=hyp.detok.txt --ref=ref.detok.txt
     python -m attnjax.metrics --metric=rouge --hyp=summaries.txt --ref=gold.txt
+    python -m attnjax.metrics --metric=squad --hyp=predictions.json --ref=dev-v1.1.json   # as the official script
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 References = Union[Sequence[str], Sequence[Sequence[str]]]  # one reference per hypothesis, or reference streams
 METEOR_INSTALL_HINT = "pip install 'attnjax[meteor]' && python -m nltk.downloader wordnet omw-1.4"
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
-FILE_METRICS = ("bleu", "chrf", "ter", "meteor", "rouge")
+FILE_METRICS = ("bleu", "chrf", "ter", "meteor", "rouge", "squad")
 
 
 class MetricUnavailableError(RuntimeError):
@@ -486,9 +487,45 @@ def read_segments(path: PathLike) -> list[str]:
   return lines
 
 
+def _read_json(path: PathLike, what: str) -> Any:
+  import gzip  # pylint: disable=g-import-not-at-top
+  import json  # pylint: disable=g-import-not-at-top
+  with open(path, "rb") as f:
+    raw = f.read()
+  if raw[:2] == b"\x1f\x8b":
+    raw = gzip.decompress(raw)
+  try:
+    return json.loads(raw.decode("utf-8"))
+  except UnicodeDecodeError as e:
+    raise ValueError(f"{os.fspath(path)}: {what} is not valid UTF-8 (byte {e.start})") from None
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{os.fspath(path)}: {what} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+
+
+def score_squad_files(predictions_path: PathLike, dataset_path: PathLike, *,
+                      version: str | None = None) -> dict[str, float]:
+  """SQuAD EM / F1 of a predictions file against a dataset file, as the official scripts take them: predictions
+  ``{"question id": "answer text", ...}`` (``""`` = no answer), the dataset in the official JSON format (optionally
+  gzipped). ``version`` defaults to "2.0" if the dataset has an ``is_impossible`` question, else "1.1". Every question
+  of the dataset counts; one without a prediction scores 0 (see :func:`squad_scores`)."""
+  predictions = _read_json(predictions_path, "the predictions file")
+  dataset = _read_json(dataset_path, "the dataset file")
+  if not isinstance(predictions, dict) or not all(isinstance(v, str) for v in predictions.values()):
+    raise ValueError(f"{os.fspath(predictions_path)}: predictions must be a JSON object question id -> answer text")
+  if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
+    raise ValueError(f"{os.fspath(dataset_path)}: not a SQuAD dataset (no top-level 'data' list)")
+  if version is None:
+    version = "2.0" if any(qa.get("is_impossible", False) for article in dataset["data"]
+                           for paragraph in article.get("paragraphs", []) for qa in paragraph.get("qas", [])) else "1.1"
+  return squad_scores(predictions, dataset, version=version)
+
+
 def score_files(metric: str, hypothesis_path: PathLike, reference_path: PathLike | Sequence[PathLike],
                 **options) -> MetricResult | dict[str, float]:
   """Scores a hypothesis file against one reference file (or several, one per reference stream).
+
+  ``metric="squad"`` scores a predictions JSON file against a SQuAD dataset file instead
+  (:func:`score_squad_files`; ``options`` may give ``version``).
 
   Files are plain UTF-8 text with one segment per line, aligned by line number. ``metric`` is one of "bleu", "chrf",
   "ter", "meteor", "rouge"; ``options`` go to that function (e.g. ``tokenize="intl"``). Returns what the metric function
@@ -502,6 +539,10 @@ def score_files(metric: str, hypothesis_path: PathLike, reference_path: PathLike
   name = metric.lower()
   if name not in FILE_METRICS:
     raise ValueError(f"unknown metric {metric!r}: use one of {', '.join(FILE_METRICS)}")
+  if name == "squad":
+    if not isinstance(reference_path, (str, os.PathLike)):
+      raise ValueError("squad takes one dataset file as the reference")
+    return score_squad_files(hypothesis_path, reference_path, **options)
   ref_paths = [reference_path] if isinstance(reference_path, (str, os.PathLike)) else list(reference_path)
   if not ref_paths:
     raise ValueError("reference_path is empty: give at least one reference file")
@@ -529,12 +570,16 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(prog="python -m attnjax.metrics", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--metric", required=True, choices=FILE_METRICS)
-  parser.add_argument("--hyp", required=True, help="hypothesis file, one detokenized segment per line (UTF-8)")
+  parser.add_argument("--hyp", required=True, help="hypothesis file, one detokenized segment per line (UTF-8); for "
+                      "squad, the predictions JSON (question id -> answer)")
   parser.add_argument("--ref", required=True, action="append",
-                      help="reference file aligned with --hyp; repeat for several references")
+                      help="reference file aligned with --hyp; repeat for several references; for squad, the "
+                      "dataset JSON")
   parser.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (bleu only)")
   parser.add_argument("--lowercase", action="store_true", help="case-insensitive score (bleu, chrf)")
   parser.add_argument("--no_stemmer", action="store_true", help="rouge without the Porter stemmer")
+  parser.add_argument("--squad_version", choices=("1.1", "2.0"), default=None,
+                      help="squad: the metric version (default: 2.0 if the dataset has unanswerable questions)")
   args = parser.parse_args(argv)
 
   options: dict[str, Any] = {}
@@ -544,13 +589,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = {"lowercase": args.lowercase}
   elif args.metric == "rouge":
     options = {"use_stemmer": not args.no_stemmer}
+  elif args.metric == "squad":
+    if len(args.ref) != 1:
+      parser.error("--metric=squad takes one --ref (the dataset file)")
+    options = {"version": args.squad_version}
   try:
-    result = score_files(args.metric, args.hyp, args.ref, **options)
+    result = score_files(args.metric, args.hyp, args.ref[0] if args.metric == "squad" else args.ref, **options)
   except (OSError, ValueError, MetricUnavailableError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 1
   if isinstance(result, MetricResult):
     print(result)
+  elif args.metric == "squad":
+    print(" ".join(f"{key} = {value:.2f}" if isinstance(value, float) else f"{key} = {value}"
+                   for key, value in result.items()))
   else:
     for rouge_type, value in result.items():
       print(f"{rouge_type} = {value:.2f}")

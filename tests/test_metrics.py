@@ -1,5 +1,6 @@
 """Tests of attnjax.metrics: known values worked by hand from each metric's definition, and the error paths."""
 
+import json
 import logging
 import math
 import subprocess
@@ -337,3 +338,24 @@ def test_module_runs_as_a_script(tmp_path):
   done = subprocess.run([sys.executable, "-m", "attnjax.metrics", "--metric=chrf", f"--hyp={hyp}", f"--ref={ref}"],
                         capture_output=True, text=True, check=True, timeout=120)
   assert "chrF2 = 100.00" in done.stdout
+
+
+def test_squad_file_pair_scores_like_the_official_script(tmp_path, capsys):
+  # Q1 exact (after normalisation), Q2 partial: "cat sat" vs "the black cat sat" -> P 1, R 2/3, F1 0.8,
+  # Q3 has no prediction (the official scripts count it as 0), Q4 unanswerable and answered "": right in v2.0.
+  def qa(qid, answers, impossible=False):
+    return {"id": qid, "question": "?", "answers": [{"text": a, "answer_start": 0} for a in answers],
+            "is_impossible": impossible}
+  dataset = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": "x", "qas": [
+      qa("q1", ["The Cat"]), qa("q2", ["the black cat sat"]), qa("q3", ["dog"]), qa("q4", [], True)]}]}]}
+  data = _write(tmp_path / "dev.json", json.dumps(dataset))
+  preds = _write(tmp_path / "pred.json", json.dumps({"q1": "cat.", "q2": "cat sat", "q4": ""}))
+  scores = metrics.score_files("squad", preds, data)
+  assert scores["exact_match"] == pytest.approx(100 * 2 / 4)
+  assert scores["f1"] == pytest.approx(100 * (1 + 0.8 + 0 + 1) / 4)
+  assert scores["NoAns_exact"] == 100.0 and scores["HasAns_total"] == 3
+  assert metrics.main(["--metric=squad", f"--hyp={preds}", f"--ref={data}"]) == 0
+  assert "exact_match = 50.00 f1 = 70.00" in capsys.readouterr().out
+  bad = _write(tmp_path / "bad.json", "{\"q1\": ")
+  assert metrics.main(["--metric=squad", f"--hyp={bad}", f"--ref={data}"]) == 1
+  assert "bad.json: the predictions file is not valid JSON (line 1" in capsys.readouterr().err
