@@ -10,9 +10,9 @@ from __future__ import annotations
 import ml_collections
 from ml_collections import config_dict
 
+from attnjax.data.squad import QA_SOURCES  # extractive QA: model.name must be "span_qa"
 from attnjax.training.partitioning import DEFAULT_RULES
 
-QA_SOURCES = ("squad_json", "tfds_squad")  # extractive QA: model.name must be "span_qa"
 DATA_SOURCES = ("synthetic", "parallel_text", "tsv", "jsonl", "tfds_translation", "tfds_summarization") + QA_SOURCES
 # Keys an experiment file may add to config.data for the text sources (see attnjax.data.sources / tokenizer).
 TEXT_SOURCE_KEYS = ("dir", "src_lang", "tgt_lang", "splits", "max_chars", "path", "heldout", "split_seed",

@@ -488,18 +488,17 @@ def read_segments(path: PathLike) -> list[str]:
 
 
 def _read_json(path: PathLike, what: str) -> Any:
-  import gzip  # pylint: disable=g-import-not-at-top
   import json  # pylint: disable=g-import-not-at-top
-  with open(path, "rb") as f:
+  from attnjax.data.sources import open_binary  # pylint: disable=g-import-not-at-top  (gzip by magic bytes)
+  with open_binary(path) as f:
     raw = f.read()
-  if raw[:2] == b"\x1f\x8b":
-    raw = gzip.decompress(raw)
   try:
     return json.loads(raw.decode("utf-8"))
   except UnicodeDecodeError as e:
     raise ValueError(f"{os.fspath(path)}: {what} is not valid UTF-8 (byte {e.start})") from None
   except json.JSONDecodeError as e:
-    raise ValueError(f"{os.fspath(path)}: {what} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    raise ValueError(f"{os.fspath(path)}: {what} is not valid JSON (line {e.lineno}, column {e.colno}: "
+                     f"{e.msg})") from None
 
 
 def score_squad_files(predictions_path: PathLike, dataset_path: PathLike, *,

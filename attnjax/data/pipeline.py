@@ -67,7 +67,8 @@ from absl import logging
 from attnjax.models.interface import BOS_ID, EOS_ID, PAD_ID
 
 Batch = dict[str, np.ndarray]
-HOST_ONLY_KEYS = ("example_index",)  # batch bookkeeping for the host (e.g. re-ordering predictions), never a model input
+# batch bookkeeping for the host (e.g. putting predictions back in order), never a model input
+HOST_ONLY_KEYS = ("example_index",)
 
 _STATE_VERSION = 1
 _STATE_KEYS = frozenset({"version", "seed", "epoch", "position", "fingerprint"})

@@ -37,8 +37,8 @@ class SpanBatcher:
     examples: tokenized questions (:func:`attnjax.data.squad.encode_examples`).
     max_question_len, max_context_len: the longest question and context, in tokens.
     **batcher_options: :class:`Seq2SeqBatcher`'s ``batch_size`` / ``max_tokens``, ``bucket_boundaries`` (bounds on
-      max(question length, context length + 1)), ``shuffle``, ``seed``, ``drop_remainder``, ``pad_to_multiple``, ``num_shards``,
-      ``shard_index``, ``batch_multiple``. Packing is not available (the model takes one pair per row).
+      max(question length, context length + 1)), ``shuffle``, ``seed``, ``drop_remainder``, ``pad_to_multiple``,
+      ``num_shards``, ``shard_index``, ``batch_multiple``. Packing is not available (the model takes one pair per row).
   """
 
   def __init__(self, examples: Sequence[SquadExample], *, max_question_len: int, max_context_len: int,

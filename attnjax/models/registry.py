@@ -48,7 +48,8 @@ def build_model(model_cfg, *, src_vocab_size: int, tgt_vocab_size: int):
     if key in _FILLED_IN:
       raise ValueError(f"model.{key} is set from the data (the vocabulary's size), not from the config")
     if key not in fields:
-      raise ValueError(f"model.{key} is not a field of {MODELS[name].__name__} (fields: {sorted(fields - set(_FILLED_IN))})")
+      settable = sorted(fields - set(_FILLED_IN))
+      raise ValueError(f"model.{key} is not a field of {MODELS[name].__name__} (fields: {settable})")
     if key in ("dtype", "param_dtype") and isinstance(value, str):
       if value not in _DTYPES:
         raise ValueError(f"model.{key} must be one of {sorted(_DTYPES)}, got {value!r}")

@@ -116,8 +116,8 @@ def make_train_step(model, tx, schedule, *, state_sharding, mesh, rules, label_s
 
   # one sharding for the whole batch dict (a pytree prefix), or one per key
   data = partitioning.batch_sharding(mesh, rules) if batch_sharding is None else batch_sharding
-  return jax.jit(step, in_shardings=(state_sharding, data), out_shardings=(state_sharding, partitioning.replicated(mesh)),
-                 donate_argnums=(0,))
+  return jax.jit(step, in_shardings=(state_sharding, data),
+                 out_shardings=(state_sharding, partitioning.replicated(mesh)), donate_argnums=(0,))
 
 
 def make_eval_step(model, *, state_sharding, mesh, rules, label_smoothing=0.0, loss_fn=None, batch_sharding=None):

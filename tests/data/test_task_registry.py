@@ -22,7 +22,8 @@ def test_every_registered_task_gives_a_valid_config(name):
   assert all(plain(config.data[key]) == value for key, value in spec.fields.items())
   allowed = config_lib.SPAN_METRICS if spec.kind == "extractive_qa" else config_lib.DECODING_METRICS
   assert set(config.eval.metrics) <= set(allowed)
-  _check_best_metric(config.train.best_metric, config.eval.metrics)  # the "best" checkpoint is ranked by a computed value
+  # the "best" checkpoint is ranked by a value the evaluation computes
+  _check_best_metric(config.train.best_metric, config.eval.metrics)
   # what the papers report is computable: a metric itself or one of its values (ROUGE-1/2/L of "rouge")
   assert all(m in allowed or m in config_lib.METRICS for m in spec.reported)
 
