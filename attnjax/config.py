@@ -7,9 +7,12 @@ compiled and names the offending key.
 
 from __future__ import annotations
 
+import json
+
 import ml_collections
 from ml_collections import config_dict
 
+from attnjax import fs
 from attnjax.data.squad import QA_SOURCES  # extractive QA: model.name must be "span_qa"
 from attnjax.training.partitioning import DEFAULT_RULES
 
@@ -67,6 +70,9 @@ def base_config() -> ml_collections.ConfigDict:
       label_smoothing=0.1,
       grad_accum_steps=1,
       log_every=100,
+      # multi-host: processes agree on stopping (preemption, time limit) every this many steps and at log / eval /
+      # checkpoint steps, never in between (no host-device sync per step); one process checks every step
+      sync_every=50,
       eval_every=1000,
       checkpoint_every=1000,
       keep_checkpoints=3,
@@ -107,6 +113,47 @@ def base_config() -> ml_collections.ConfigDict:
   return c
 
 
+CONFIG_FILE = "config.json"  # in the workdir: a checkpoint directory is self-describing
+
+
+def save_config(config, workdir: fs.PathLike) -> None:
+  """Writes ``<workdir>/config.json`` (process 0 only; a local path or a bucket)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  if jax.process_index() == 0:
+    fs.write_text(fs.join(workdir, CONFIG_FILE), config.to_json_best_effort(indent=2, sort_keys=True) + "\n")
+
+
+def _tuples(x):
+  """JSON turns tuples into lists; the config's tuple fields (mesh shape, rules, buckets) want them back."""
+  if isinstance(x, list):
+    return tuple(_tuples(v) for v in x)
+  if isinstance(x, dict):
+    return {k: _tuples(v) for k, v in x.items()}
+  return x
+
+
+def load_config(workdir: fs.PathLike) -> ml_collections.ConfigDict:
+  """The config a workdir was trained with (saved there by :func:`save_config`), over today's :func:`base_config`
+  (so keys added since keep their defaults)."""
+  path = fs.join(workdir, CONFIG_FILE)
+  if not path.exists():
+    raise FileNotFoundError(f"{path} not found: is {workdir} a training workdir?")
+  try:
+    raw = _tuples(json.loads(path.read_text()))
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+  config = base_config()
+  for section, values in raw.items():
+    if section == "model":  # fields differ from model to model: take the saved section whole
+      config.model = ml_collections.ConfigDict(values)
+    elif isinstance(values, dict) and section in config:
+      with config[section].unlocked():
+        config[section].update(values)
+    else:
+      config[section] = values
+  return config
+
+
 def _fail(key: str, message: str):
   raise ValueError(f"config.{key}: {message}")
 
@@ -130,8 +177,8 @@ def validate(config) -> None:
           f"(got {config.model.name!r})")
   if (d.batch_size is None) == (d.max_tokens is None):
     _fail("data.batch_size", "set exactly one of data.batch_size and data.max_tokens")
-  for key in ("steps", "warmup_steps", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
-              "grad_accum_steps"):
+  for key in ("steps", "warmup_steps", "log_every", "sync_every", "eval_every", "checkpoint_every",
+              "keep_checkpoints", "grad_accum_steps"):
     if t[key] < (0 if key == "warmup_steps" else 1):
       _fail(f"train.{key}", f"must be positive, got {t[key]}")
   if not 0.0 <= t.label_smoothing < 1.0:

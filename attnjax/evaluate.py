@@ -1,11 +1,17 @@
-"""Evaluate a checkpoint: restore it, decode a split (or answer its questions), score it, write the predictions.
+"""Evaluate a checkpoint: restore its parameters, predict every example of one split, score, write the predictions.
 
-    python -m attnjax.evaluate --workdir=/tmp/run [--split=test] [--checkpoint=best|latest|STEP] [--heatmap=PATH]
-                               [--metrics=bleu,chrf,ter,meteor] [--eval beam_size=8 ...]
+    python -m attnjax.evaluate --workdir=DIR [--split=test] [--checkpoint=best|latest|STEP] [--average_last=N]
+                               [--data_dir=DIR] [--metrics=bleu,chrf,ter,meteor] [--eval beam_size=8 ...]
+                               [--heatmap=PATH] [--limit=N]
 
-The workdir is self-describing (its config.json and vocabulary travel with the checkpoints), so nothing else is
-needed. ``--eval KEY=VALUE`` overrides a decoding setting; ``--metrics`` replaces the task's metrics (translation:
-bleu, chrf, ter, and opt-in meteor; summarization: rouge; extractive QA: exact_match, f1).
+Light by design: workdir → config → vocabulary → model → parameters (no optimiser state) → sharded decoding of the
+split → scores. It never reads the training split nor trains a vocabulary, so it runs where only the workdir and
+the evaluated split are. ``--data_dir`` points file sources at the data; without it, the saved ``data.dir`` is used
+as it is if absolute (or a bucket URL), and if relative inside the workdir first, then from the current directory.
+
+Every example is scored, in order: over-long sources are truncated for decoding (``truncated_sources`` in the
+output), empty sources decode to an empty line. The hypotheses file has one line per line of the split's reference,
+so ``sacrebleu REFERENCE < hypotheses.<split>.step<N>.txt`` reproduces the BLEU printed here. Process 0 writes.
 """
 
 from __future__ import annotations
@@ -13,18 +19,38 @@ from __future__ import annotations
 import json
 
 from absl import app, flags
+import jax
 
 from attnjax.metrics import MetricUnavailableError
-from attnjax.training.checkpoint_eval import evaluate_checkpoint
-from attnjax.training.loop import quiet_orbax_logging
+from attnjax.scoring import evaluate_checkpoint
+from attnjax.training.loop import maybe_initialize_distributed, quiet_orbax_logging
 
-_WORKDIR = flags.DEFINE_string("workdir", None, "training workdir (holds config.json and checkpoints/)")
-_SPLIT = flags.DEFINE_string("split", "test", "train, validation or test")
+_WORKDIR = flags.DEFINE_string("workdir", None, "training workdir (holds config.json, vocabulary and checkpoints/)")
+_SPLIT = flags.DEFINE_string("split", "test", "the split to evaluate (train, validation or test)")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "best", "'best', 'latest' or a step number")
-_LIMIT = flags.DEFINE_integer("limit", None, "decode only the first N examples")
+_AVERAGE_LAST = flags.DEFINE_integer("average_last", None, "average the parameters of the last N kept checkpoints "
+                                     "(Vaswani et al. averaged the last 5 / 20) instead of --checkpoint")
+_DATA_DIR = flags.DEFINE_string("data_dir", None, "where the data files are (overrides the saved data.dir)")
+_LIMIT = flags.DEFINE_integer("limit", None, "score only the first N examples")
 _HEATMAP = flags.DEFINE_string("heatmap", None, "write the attention heatmap of the first example to this PNG")
 _EVAL = flags.DEFINE_multi_string("eval", [], "eval overrides KEY=VALUE (e.g. beam_size=8, decode=greedy)")
 _METRICS = flags.DEFINE_list("metrics", None, "metrics to compute instead of the task's own, e.g. bleu,chrf,ter,meteor")
+# Several hosts (each decodes its share; process 0 writes): as for training, but never taken from the saved config,
+# whose addresses belong to the training job.
+_DISTRIBUTED = flags.DEFINE_bool("distributed", False, "call jax.distributed.initialize() (TPU VM / SLURM: the "
+                                 "arguments are discovered; elsewhere give the three below)")
+_COORDINATOR = flags.DEFINE_string("coordinator_address", None, "host:port of process 0")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "number of processes")
+_PROCESS_ID = flags.DEFINE_integer("process_id", None, "this process's index")
+_CPU_COLLECTIVES = flags.DEFINE_string("cpu_collectives", None, "'gloo' for CPU-only multi-process runs")
+
+
+def distributed_from_flags():
+  """The ``config.distributed`` section that :func:`maybe_initialize_distributed` takes, from the flags above."""
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  return ml_collections.ConfigDict(dict(initialize=_DISTRIBUTED.value, coordinator_address=_COORDINATOR.value,
+                                        num_processes=_NUM_PROCESSES.value, process_id=_PROCESS_ID.value,
+                                        cpu_collectives=_CPU_COLLECTIVES.value))
 
 
 def _parse(value: str):
@@ -44,13 +70,16 @@ def main(argv):
     if not sep:
       raise app.UsageError(f"--eval takes KEY=VALUE, got {item!r}")
     overrides[key] = _parse(value)
+  maybe_initialize_distributed(distributed_from_flags())
   try:
-    result = evaluate_checkpoint(_WORKDIR.value, split=_SPLIT.value, checkpoint=_CHECKPOINT.value, limit=_LIMIT.value,
+    result = evaluate_checkpoint(_WORKDIR.value, split=_SPLIT.value, checkpoint=_CHECKPOINT.value,
+                                 average_last=_AVERAGE_LAST.value, data_dir=_DATA_DIR.value, limit=_LIMIT.value,
                                  heatmap=_HEATMAP.value, eval_overrides=overrides,
                                  metrics=None if _METRICS.value is None else tuple(_METRICS.value))
   except MetricUnavailableError as e:
     raise SystemExit(f"error: {e}") from None
-  print(json.dumps(result, indent=2))
+  if jax.process_index() == 0:
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -465,8 +465,8 @@ def read_segments(path: PathLike) -> list[str]:
   Raises:
     ValueError: the file is not valid UTF-8; the message names the file, the line and the byte.
   """
-  with open(path, "rb") as f:
-    data = f.read()
+  from attnjax import fs  # pylint: disable=g-import-not-at-top
+  data = fs.read_bytes(path)
   # Split on b"\n" only: str.splitlines() also breaks at \x0b, \x1c, U+2028 ..., which occur inside real segments and
   # would silently shift every later hypothesis against its reference.
   raw_lines = data.split(b"\n")
@@ -489,7 +489,7 @@ def read_segments(path: PathLike) -> list[str]:
 
 def _read_json(path: PathLike, what: str) -> Any:
   import json  # pylint: disable=g-import-not-at-top
-  from attnjax.data.sources import open_binary  # pylint: disable=g-import-not-at-top  (gzip by magic bytes)
+  from attnjax.fs import open_binary  # pylint: disable=g-import-not-at-top  (gzip by magic bytes)
   with open_binary(path) as f:
     raw = f.read()
   try:

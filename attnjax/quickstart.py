@@ -17,7 +17,7 @@ import time
 
 from absl import app, flags
 
-from attnjax.training.checkpoint_eval import evaluate_checkpoint
+from attnjax.scoring import evaluate_checkpoint
 from attnjax.training.loop import quiet_orbax_logging, train_and_evaluate
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/quickstart", "where runs, checkpoints and plots go")

@@ -5,7 +5,7 @@ import pytest
 
 from attnjax import config as config_lib
 from attnjax.models.registry import build_model
-from attnjax.training.loop import load_config, save_config
+from attnjax.config import load_config, save_config
 
 
 def _config(**changes):

@@ -154,8 +154,12 @@ def test_model_trained_on_a_copy_task_decodes_it_exactly():
     updates, opt_state = opt.update(grads, opt_state)
     return optax.apply_updates(params, updates), opt_state, value
 
-  for _ in range(400):
+  # trained to a small loss rather than for a fixed number of steps: at 400 steps (loss ~0.04) a row in 32 could
+  # still differ, depending on the float summation order of the machine's thread pool
+  for i in range(2000):
     params, opt_state, loss = step(params, opt_state, *batch(64))
+    if i >= 400 and i % 100 == 0 and float(loss) < 0.005:
+      break
   src, _, tgt_out = batch(32)
   for decode in (greedy_search, lambda *a, **k: beam_search(*a, beam_size=3, **k)):
     result = decode(model, {"params": params}, src, max_len_a=1.0, max_len_b=2)

@@ -64,6 +64,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 from absl import logging
 
+from attnjax.data.token_cache import TokenizedSplit
 from attnjax.models.interface import BOS_ID, EOS_ID, PAD_ID
 
 Batch = dict[str, np.ndarray]
@@ -105,6 +106,11 @@ def _flatten(seqs: list, what: str) -> tuple[np.ndarray, np.ndarray]:
     flat = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(offsets[-1]))
   except (TypeError, ValueError) as e:
     raise TypeError(f"every {what} must be a sequence of int token ids: {e}") from None
+  return _check_ids(flat, offsets, what), offsets
+
+
+def _check_ids(flat: np.ndarray, offsets: np.ndarray, what: str) -> np.ndarray:
+  """``flat`` as int32, after checking that every id is in [1, 2**31)."""
   if flat.size:
     bad = np.flatnonzero((flat <= PAD_ID) | (flat >= 2**31))
     if bad.size:
@@ -113,7 +119,7 @@ def _flatten(seqs: list, what: str) -> tuple[np.ndarray, np.ndarray]:
       # masks from src != PAD_ID; a negative id is a bug upstream.
       raise ValueError(f"{what} of example {example} holds id {flat[bad[0]]}; ids must be in [1, 2**31) "
                        f"(PAD_ID={PAD_ID} is reserved for padding)")
-  return flat.astype(np.int32), offsets
+  return flat.astype(np.int32, copy=False)
 
 
 class Seq2SeqBatcher:
@@ -124,7 +130,8 @@ class Seq2SeqBatcher:
   that state (for evaluation, build the batcher with ``shuffle=False``).
 
   Args:
-    examples: sequence of ``(src_ids, tgt_ids)`` pairs of int sequences (lists or 1-D arrays), without BOS/EOS.
+    examples: sequence of ``(src_ids, tgt_ids)`` pairs of int sequences (lists or 1-D arrays), without BOS/EOS, or
+      a :class:`~attnjax.data.token_cache.TokenizedSplit`, whose flat arrays are used as they are (no copy).
     batch_size: global rows per batch. Exactly one of ``batch_size`` and ``max_tokens`` must be given.
     max_tokens: bound on ``rows · max(S, T)`` per global batch (``rows · L`` when packing).
     max_src_len: longest source kept, in tokens.
@@ -178,12 +185,18 @@ class Seq2SeqBatcher:
     self.pack, self.batch_multiple = bool(pack), int(batch_multiple)
 
     # ---- examples: flat storage, then skipping
-    examples = list(examples)
-    for i, ex in enumerate(examples):
-      if not isinstance(ex, (tuple, list)) or len(ex) != 2:
-        raise TypeError(f"examples[{i}] must be a (src_ids, tgt_ids) pair, got {type(ex).__name__}")
-    self._src, self._src_offsets = _flatten([ex[0] for ex in examples], "source")
-    self._tgt, self._tgt_offsets = _flatten([ex[1] for ex in examples], "target")
+    if isinstance(examples, TokenizedSplit):
+      # Already flat (e.g. from the token cache): iterating would re-flatten every id in Python, ~40 s and GBs of
+      # temporaries for WMT14 en-de.
+      self._src, self._src_offsets = _check_ids(examples.src, examples.src_offsets, "source"), examples.src_offsets
+      self._tgt, self._tgt_offsets = _check_ids(examples.tgt, examples.tgt_offsets, "target"), examples.tgt_offsets
+    else:
+      examples = list(examples)
+      for i, ex in enumerate(examples):
+        if not isinstance(ex, (tuple, list)) or len(ex) != 2:
+          raise TypeError(f"examples[{i}] must be a (src_ids, tgt_ids) pair, got {type(ex).__name__}")
+      self._src, self._src_offsets = _flatten([ex[0] for ex in examples], "source")
+      self._tgt, self._tgt_offsets = _flatten([ex[1] for ex in examples], "target")
     src_len = np.diff(self._src_offsets)
     tgt_len = np.diff(self._tgt_offsets) + 1  # BOS + tgt / tgt + EOS
     empty = (src_len == 0) | (tgt_len == 1)

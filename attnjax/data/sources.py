@@ -8,8 +8,10 @@ File sources (UTF-8, optionally gzipped: by a ``.gz`` name or gzip's magic bytes
   attribution``); :func:`split_by_source` makes held-out splits from it.
 * :func:`jsonl_summarization`: JSON lines with a document and a summary field.
 
-Errors name the file and the line. A pair with an empty side (or, with ``max_chars``, a side longer than that) is
-skipped and counted in an absl warning, never silently. Without ``max_chars``, over-long examples are left to
+Errors name the file and the line. In a training split a pair with an empty side (or, with ``max_chars``, a side
+longer than that) is skipped and counted in an absl warning, never silently. An evaluation split keeps every line
+(``keep_all=True``, counted in the log), so that a hypotheses file lines up with its reference file and a score covers
+the whole split. Without ``max_chars``, over-long examples are left to
 :class:`attnjax.data.pipeline.Seq2SeqBatcher`, which skips and counts them by token length.
 
 tensorflow-datasets sources (:func:`tfds_translation`, :func:`tfds_summarization`, :func:`tfds_squad`) read prepared
@@ -54,7 +56,6 @@ The extractive-QA sources (``squad_json``, ``tfds_squad``) give SQuAD records ra
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import importlib
 import importlib.util
@@ -66,10 +67,12 @@ from typing import Any, BinaryIO, Callable, Sequence
 import numpy as np
 from absl import logging
 
+from attnjax import fs
+from attnjax.fs import open_binary  # re-exported: the readers of this package open files through it
+
 Pair = tuple[str, str]
 PathLike = str | os.PathLike
 
-GZIP_MAGIC = b"\x1f\x8b"
 TFDS_BACKENDS = ("auto", "load", "data_source")
 SUMMARIZATION_KEYS = {"cnn_dailymail": ("article", "highlights"), "xsum": ("document", "summary")}
 SQUAD_NAMES = ("squad/v1.1", "squad/v2.0")
@@ -77,17 +80,6 @@ DEFAULT_TFDS_SPLITS = {"train": "train", "validation": "validation", "test": "te
 DEFAULT_HELDOUT = {"validation": 0.05, "test": 0.05}
 
 # ---------------------------------------------------------------------------------------------------------- files
-
-
-def open_binary(path: PathLike) -> BinaryIO:
-  """Opens ``path`` for reading bytes, decompressing gzip when the name ends in ``.gz`` or the content starts with
-  gzip's magic bytes (a compressed file renamed without its suffix is still read correctly)."""
-  path = os.fspath(path)
-  with open(path, "rb") as f:
-    magic = f.read(2)
-  if path.endswith(".gz") or magic == GZIP_MAGIC:
-    return gzip.open(path, "rb")
-  return open(path, "rb")
 
 
 def read_lines(path: PathLike) -> list[str]:
@@ -127,10 +119,10 @@ def _decode_line(raw: bytes, path: PathLike, number: int) -> str:
 class _Filter:
   """Skips pairs with an empty side or, with ``max_chars``, a side longer than that, and logs the counts."""
 
-  def __init__(self, where: str, max_chars: int | None):
+  def __init__(self, where: str, max_chars: int | None, keep_all: bool = False):
     if max_chars is not None and max_chars < 1:
       raise ValueError(f"max_chars must be positive or None, got {max_chars}")
-    self.where, self.max_chars = where, max_chars
+    self.where, self.max_chars, self.keep_all = where, max_chars, keep_all
     self.total = self.empty = self.too_long = 0
     self.first_empty = self.first_too_long = None
 
@@ -139,14 +131,19 @@ class _Filter:
     if not src.strip() or not tgt.strip():
       self.empty += 1
       self.first_empty = self.first_empty or position
-      return False
+      return self.keep_all
     if self.max_chars is not None and max(len(src), len(tgt)) > self.max_chars:
       self.too_long += 1
       self.first_too_long = self.first_too_long or position
-      return False
+      return self.keep_all
     return True
 
   def log(self) -> None:
+    if self.keep_all:
+      if self.empty or self.too_long:
+        logging.info("%s: kept all %d pairs for evaluation, %d with an empty side%s", self.where, self.total,
+                     self.empty, f", {self.too_long} longer than max_chars" if self.too_long else "")
+      return
     if self.empty:
       logging.warning("%s: skipped %d of %d pairs with an empty side (first: %s)", self.where, self.empty,
                       self.total, self.first_empty)
@@ -155,11 +152,13 @@ class _Filter:
                       self.where, self.too_long, self.total, self.max_chars, self.first_too_long)
 
 
-def parallel_text(src_path: PathLike, tgt_path: PathLike, *, max_chars: int | None = None) -> list[Pair]:
+def parallel_text(src_path: PathLike, tgt_path: PathLike, *, max_chars: int | None = None,
+                  keep_all: bool = False) -> list[Pair]:
   """Pairs line i of ``src_path`` with line i of ``tgt_path`` (UTF-8 text, optionally gzipped).
 
   Lines are kept as they are apart from their line ends. Pairs with an empty (or whitespace-only) side, and with
-  ``max_chars`` those with a side longer than that many characters, are skipped and counted in a warning.
+  ``max_chars`` those with a side longer than that many characters, are skipped and counted in a warning, unless
+  ``keep_all`` (an evaluation split: every line is kept).
 
   Raises:
     ValueError: the files have different numbers of lines ("a.en has 10 lines, a.de has 9"), or a line is not valid
@@ -170,7 +169,7 @@ def parallel_text(src_path: PathLike, tgt_path: PathLike, *, max_chars: int | No
     raise ValueError(f"{os.fspath(src_path)} has {len(src_lines)} lines, {os.fspath(tgt_path)} has "
                      f"{len(tgt_lines)}: parallel files must be aligned line by line (line "
                      f"{min(len(src_lines), len(tgt_lines)) + 1} has no counterpart)")
-  filt = _Filter(f"{os.fspath(src_path)} / {os.fspath(tgt_path)}", max_chars)
+  filt = _Filter(f"{os.fspath(src_path)} / {os.fspath(tgt_path)}", max_chars, keep_all)
   pairs = [(s, t) for number, (s, t) in enumerate(zip(src_lines, tgt_lines), start=1)
            if filt.keep(s, t, f"line {number}")]
   filt.log()
@@ -178,7 +177,7 @@ def parallel_text(src_path: PathLike, tgt_path: PathLike, *, max_chars: int | No
 
 
 def tsv_pairs(path: PathLike, src_column: int = 0, tgt_column: int = 1, *,
-              max_chars: int | None = None) -> list[Pair]:
+              max_chars: int | None = None, keep_all: bool = False) -> list[Pair]:
   """Pairs from two tab-separated columns of a UTF-8 (optionally gzipped) file, e.g. manythings.org's
   ``English<TAB>French<TAB>attribution`` (columns 0 and 1; swap them for French -> English).
 
@@ -192,11 +191,12 @@ def tsv_pairs(path: PathLike, src_column: int = 0, tgt_column: int = 1, *,
     raise ValueError(f"src_column and tgt_column must be distinct non-negative column indices, got {src_column} and "
                      f"{tgt_column}")
   needed = max(src_column, tgt_column) + 1
-  filt = _Filter(os.fspath(path), max_chars)
+  filt = _Filter(os.fspath(path), max_chars, keep_all)
   pairs = []
   for number, line in enumerate(read_lines(path), start=1):
     if not line.strip():
-      filt.keep("", "", f"line {number}")
+      if filt.keep("", "", f"line {number}"):
+        pairs.append(("", ""))
       continue
     fields = line.split("\t")
     if len(fields) < needed:
@@ -210,13 +210,13 @@ def tsv_pairs(path: PathLike, src_column: int = 0, tgt_column: int = 1, *,
 
 
 def jsonl_summarization(path: PathLike, document_key: str = "document", summary_key: str = "summary", *,
-                        max_chars: int | None = None) -> list[Pair]:
+                        max_chars: int | None = None, keep_all: bool = False) -> list[Pair]:
   """(document, summary) pairs from a JSON-lines file (one JSON object per line; blank lines are ignored).
 
   Raises:
     ValueError: a line that is not JSON, not an object, lacks a key or has a non-string value (names file and line).
   """
-  filt = _Filter(os.fspath(path), max_chars)
+  filt = _Filter(os.fspath(path), max_chars, keep_all)
   pairs = []
   for number, line in enumerate(read_lines(path), start=1):
     if not line.strip():
@@ -361,9 +361,9 @@ def _feature(example: Mapping[str, Any], key: str, where: str) -> Any:
   return example[key]
 
 
-def _tfds_pairs(name: str, split: Any, src_key: str, tgt_key: str, max_chars: int | None,
+def _tfds_pairs(name: str, split: Any, src_key: str, tgt_key: str, max_chars: int | None, keep_all: bool = False,
                 **read_options) -> list[Pair]:
-  filt = _Filter(f"tfds {name} split {split!r}", max_chars)
+  filt = _Filter(f"tfds {name} split {split!r}", max_chars, keep_all)
   pairs = []
   for i, example in enumerate(tfds_examples(name, split, **read_options)):
     where = f"tfds {name} split {split!r}, example {i}"
@@ -378,20 +378,21 @@ def _tfds_pairs(name: str, split: Any, src_key: str, tgt_key: str, max_chars: in
 def tfds_translation(name: str = "wmt14_translate/de-en", src_lang: str = "en", tgt_lang: str = "de",
                      split: Any = "train", *, data_dir: str | None = None, download: bool = False,
                      backend: str = "auto", process_index: int | None = None, process_count: int | None = None,
-                     max_chars: int | None = None) -> list[Pair]:
+                     max_chars: int | None = None, keep_all: bool = False) -> list[Pair]:
   """(source, target) pairs of a tfds translation dataset, whose features are named by language ("de", "en").
 
   Empty pairs (and with ``max_chars`` over-long ones) are skipped and counted. See :func:`tfds_examples` for the
   reading options.
   """
-  return _tfds_pairs(name, split, src_lang, tgt_lang, max_chars, data_dir=data_dir, download=download,
+  return _tfds_pairs(name, split, src_lang, tgt_lang, max_chars, keep_all, data_dir=data_dir, download=download,
                      backend=backend, process_index=process_index, process_count=process_count)
 
 
 def tfds_summarization(name: str = "cnn_dailymail", split: Any = "train", *, data_dir: str | None = None,
                        download: bool = False, backend: str = "auto", process_index: int | None = None,
                        process_count: int | None = None, max_chars: int | None = None,
-                       document_key: str | None = None, summary_key: str | None = None) -> list[Pair]:
+                       document_key: str | None = None, summary_key: str | None = None,
+                       keep_all: bool = False) -> list[Pair]:
   """(document, summary) pairs of CNN/DailyMail (``article`` / ``highlights``, sentences separated by newlines) or
   XSum (``document`` / ``summary``); ``document_key`` / ``summary_key`` override the feature names for other
   datasets."""
@@ -401,7 +402,7 @@ def tfds_summarization(name: str = "cnn_dailymail", split: Any = "train", *, dat
       raise ValueError(f"unknown summarization dataset {name!r}: use one of {sorted(SUMMARIZATION_KEYS)}, or give "
                        f"document_key and summary_key")
     document_key, summary_key = SUMMARIZATION_KEYS[base]
-  return _tfds_pairs(name, split, document_key, summary_key, max_chars, data_dir=data_dir, download=download,
+  return _tfds_pairs(name, split, document_key, summary_key, max_chars, keep_all, data_dir=data_dir, download=download,
                      backend=backend, process_index=process_index, process_count=process_count)
 
 
@@ -453,37 +454,60 @@ def _get(data_cfg, key: str, default: Any = _REQUIRED) -> Any:
   return value
 
 
-def _splits(data_cfg, default: Any = _REQUIRED) -> dict[str, Any]:
+def _splits(data_cfg, default: Any = _REQUIRED, only: Sequence[str] | None = None) -> dict[str, Any]:
+  """split -> file / tfds split from ``config.data.splits``; with ``only``, just those splits (an unknown one is an
+  error naming the configured ones)."""
   splits = _get(data_cfg, "splits", default)
   if not isinstance(splits, Mapping) and not hasattr(splits, "items"):
     raise ValueError(f"config.data.splits must map split names to files / tfds splits, got {splits!r}")
-  return dict(splits.items())
+  splits = dict(splits.items())
+  if only is None:
+    return splits
+  missing = [name for name in only if name not in splits]
+  if missing:
+    raise ValueError(f"split(s) {missing} are not in config.data.splits (configured: {sorted(splits)})")
+  return {name: splits[name] for name in only}
+
+
+def _keep_all(split: str) -> bool:
+  """Evaluation splits keep every line (see the module docstring); only training skips unusable pairs."""
+  return split != "train"
+
+
+def _only(split_dict: dict, only: Sequence[str] | None) -> dict:
+  if only is None:
+    return split_dict
+  missing = [name for name in only if name not in split_dict]
+  if missing:
+    raise ValueError(f"split(s) {missing} are not among this source's splits {sorted(split_dict)}")
+  return {name: split_dict[name] for name in only}
 
 
 def _in_dir(directory: str, name: str) -> str:
-  return os.path.join(directory, name) if directory else name
+  """``name`` inside ``directory`` (a local path or a URL such as ``gs://bucket/data``), or ``name`` itself."""
+  return os.fspath(fs.join(directory, name)) if directory else name
 
 
 def _find_file(stem: str) -> str:
   for candidate in (stem, stem + ".gz"):
-    if os.path.exists(candidate):
+    if fs.exists(candidate):
       return candidate
   raise FileNotFoundError(f"neither {stem} nor {stem}.gz exists")
 
 
-def _load_parallel_text(data_cfg, **_) -> dict[str, list[Pair]]:
+def _load_parallel_text(data_cfg, only=None, **_) -> dict[str, list[Pair]]:
   directory = os.fspath(_get(data_cfg, "dir"))
   src_lang, tgt_lang = _get(data_cfg, "src_lang"), _get(data_cfg, "tgt_lang")
   max_chars = _get(data_cfg, "max_chars", None)
   out = {}
-  for split, stem in _splits(data_cfg).items():
-    base = os.path.join(directory, stem)
+  for split, stem in _splits(data_cfg, only=only).items():
+    base = _in_dir(directory, stem)
     out[split] = parallel_text(_find_file(f"{base}.{src_lang}"), _find_file(f"{base}.{tgt_lang}"),
-                               max_chars=max_chars)
+                               max_chars=max_chars, keep_all=_keep_all(split))
   return out
 
 
-def _load_tsv(data_cfg, **_) -> dict[str, list[Pair]]:
+def _load_tsv(data_cfg, only=None, **_) -> dict[str, list[Pair]]:
   directory = os.fspath(_get(data_cfg, "dir", "") or "")
   columns = {"src_column": _get(data_cfg, "src_column", 0), "tgt_column": _get(data_cfg, "tgt_column", 1),
              "max_chars": _get(data_cfg, "max_chars", None)}
@@ -492,17 +516,20 @@ def _load_tsv(data_cfg, **_) -> dict[str, list[Pair]]:
     raise ValueError("config.data.source='tsv' needs exactly one of config.data.path (one file, split by "
                      "config.data.heldout) and config.data.splits (split -> file)")
   if splits is not None:
-    return {split: tsv_pairs(_in_dir(directory, name), **columns) for split, name in _splits(data_cfg).items()}
+    return {split: tsv_pairs(_in_dir(directory, name), keep_all=_keep_all(split), **columns)
+            for split, name in _splits(data_cfg, only=only).items()}
+  # one file split by hashed source: its unusable lines belong to no split (they define the splits, not a reference)
   heldout = dict(_get(data_cfg, "heldout", DEFAULT_HELDOUT).items())
-  return split_by_source(tsv_pairs(_in_dir(directory, os.fspath(path)), **columns), heldout,
-                         seed=_get(data_cfg, "split_seed", 0))
+  return _only(split_by_source(tsv_pairs(_in_dir(directory, os.fspath(path)), **columns), heldout,
+                               seed=_get(data_cfg, "split_seed", 0)), only)
 
 
-def _load_jsonl(data_cfg, **_) -> dict[str, list[Pair]]:
+def _load_jsonl(data_cfg, only=None, **_) -> dict[str, list[Pair]]:
   directory = os.fspath(_get(data_cfg, "dir", "") or "")
   keys = {"document_key": _get(data_cfg, "document_key", "document"),
           "summary_key": _get(data_cfg, "summary_key", "summary"), "max_chars": _get(data_cfg, "max_chars", None)}
-  return {split: jsonl_summarization(_in_dir(directory, name), **keys) for split, name in _splits(data_cfg).items()}
+  return {split: jsonl_summarization(_in_dir(directory, name), keep_all=_keep_all(split), **keys)
+          for split, name in _splits(data_cfg, only=only).items()}
 
 
 def _tfds_options(data_cfg, process_index, process_count) -> dict[str, Any]:
@@ -511,19 +538,19 @@ def _tfds_options(data_cfg, process_index, process_count) -> dict[str, Any]:
           "process_count": process_count, "max_chars": _get(data_cfg, "max_chars", None)}
 
 
-def _load_tfds_translation(data_cfg, process_index=None, process_count=None) -> dict[str, list[Pair]]:
+def _load_tfds_translation(data_cfg, process_index=None, process_count=None, only=None) -> dict[str, list[Pair]]:
   options = _tfds_options(data_cfg, process_index, process_count)
   name = _get(data_cfg, "tfds_name", "wmt14_translate/de-en")
   src_lang, tgt_lang = _get(data_cfg, "src_lang", "en"), _get(data_cfg, "tgt_lang", "de")
-  return {split: tfds_translation(name, src_lang, tgt_lang, tfds_split, **options)
-          for split, tfds_split in _splits(data_cfg, DEFAULT_TFDS_SPLITS).items()}
+  return {split: tfds_translation(name, src_lang, tgt_lang, tfds_split, keep_all=_keep_all(split), **options)
+          for split, tfds_split in _splits(data_cfg, DEFAULT_TFDS_SPLITS, only=only).items()}
 
 
-def _load_tfds_summarization(data_cfg, process_index=None, process_count=None) -> dict[str, list[Pair]]:
+def _load_tfds_summarization(data_cfg, process_index=None, process_count=None, only=None) -> dict[str, list[Pair]]:
   options = _tfds_options(data_cfg, process_index, process_count)
   name = _get(data_cfg, "tfds_name")
-  return {split: tfds_summarization(name, tfds_split, **options)
-          for split, tfds_split in _splits(data_cfg, DEFAULT_TFDS_SPLITS).items()}
+  return {split: tfds_summarization(name, tfds_split, keep_all=_keep_all(split), **options)
+          for split, tfds_split in _splits(data_cfg, DEFAULT_TFDS_SPLITS, only=only).items()}
 
 
 TEXT_SOURCES: dict[str, Callable[..., dict[str, list[Pair]]]] = {
@@ -535,12 +562,14 @@ TEXT_SOURCES: dict[str, Callable[..., dict[str, list[Pair]]]] = {
 }
 
 
-def load_text_task(data_cfg, *, process_index: int | None = None,
-                   process_count: int | None = None) -> dict[str, list[Pair]]:
-  """The ``(source, target)`` text pairs of every configured split, read by ``config.data.source``.
+def load_text_task(data_cfg, *, process_index: int | None = None, process_count: int | None = None,
+                   splits: Sequence[str] | None = None) -> dict[str, list[Pair]]:
+  """The ``(source, target)`` text pairs of every configured split (or of ``splits`` only), read by
+  ``config.data.source``.
 
   See the module docstring for each source's config keys. ``process_index`` / ``process_count`` slice tfds splits
-  per host (file sources are small and always read whole).
+  per host (file sources are small and always read whole). An evaluation reads only its split: ``splits=("test",)``
+  never opens the training files (a source that splits one file, ``tsv`` with ``path``, reads that file).
 
   Raises:
     ValueError: an unknown ``config.data.source`` (lists the valid ones) or a missing required key (names it).
@@ -548,7 +577,7 @@ def load_text_task(data_cfg, *, process_index: int | None = None,
   source = _get(data_cfg, "source", None)
   if source not in TEXT_SOURCES:
     raise ValueError(f"config.data.source must be one of {sorted(TEXT_SOURCES)} for a text task, got {source!r}")
-  return TEXT_SOURCES[source](data_cfg, process_index=process_index, process_count=process_count)
+  return TEXT_SOURCES[source](data_cfg, process_index=process_index, process_count=process_count, only=splits)
 
 
 __all__ = [

@@ -30,7 +30,7 @@ from typing import Any
 from absl import logging
 
 # The config helpers are shared with the text sources, so both read config.data the same way.
-from attnjax.data.sources import _get, _in_dir, _splits, open_binary, split_by_source, tfds_squad
+from attnjax.data.sources import _get, _in_dir, _only, _splits, open_binary, split_by_source, tfds_squad
 
 NO_ANSWER = -1
 VERSIONS = ("1.1", "2.0")
@@ -306,34 +306,34 @@ def _article(question: SquadQuestion) -> str:
   return question.title or question.context
 
 
-def _load_squad_json(data_cfg, **_) -> dict[str, list[SquadQuestion]]:
+def _load_squad_json(data_cfg, only=None, **_) -> dict[str, list[SquadQuestion]]:
   directory = os.fspath(_get(data_cfg, "dir", "") or "")
   path, splits = _get(data_cfg, "path", None), _get(data_cfg, "splits", None)
   if (path is None) == (splits is None):
     raise ValueError("config.data.source='squad_json' needs exactly one of config.data.path (one file, split by "
                      "article into config.data.heldout) and config.data.splits (split -> file)")
   if splits is not None:
-    return {split: load_squad_json(_in_dir(directory, name)) for split, name in _splits(data_cfg).items()}
+    return {split: load_squad_json(_in_dir(directory, name)) for split, name in _splits(data_cfg, only=only).items()}
   heldout = dict(_get(data_cfg, "heldout", DEFAULT_SQUAD_HELDOUT).items())
-  return split_by_source(load_squad_json(_in_dir(directory, os.fspath(path))), heldout,
-                         seed=_get(data_cfg, "split_seed", 0), key=_article)
+  return _only(split_by_source(load_squad_json(_in_dir(directory, os.fspath(path))), heldout,
+                               seed=_get(data_cfg, "split_seed", 0), key=_article), only)
 
 
-def _load_tfds_squad(data_cfg, process_index=None, process_count=None) -> dict[str, list[SquadQuestion]]:
+def _load_tfds_squad(data_cfg, process_index=None, process_count=None, only=None) -> dict[str, list[SquadQuestion]]:
   name = _get(data_cfg, "tfds_name", "squad/v1.1")
   options = {"data_dir": _get(data_cfg, "tfds_data_dir", None),
              "download": bool(_get(data_cfg, "tfds_download", False)),
              "backend": _get(data_cfg, "tfds_backend", "auto"), "process_index": process_index,
              "process_count": process_count}
   return {split: tfds_squad(name, tfds_split, **options)
-          for split, tfds_split in _splits(data_cfg, DEFAULT_TFDS_SQUAD_SPLITS).items()}
+          for split, tfds_split in _splits(data_cfg, DEFAULT_TFDS_SQUAD_SPLITS, only=only).items()}
 
 
 _QA_LOADERS = {"squad_json": _load_squad_json, "tfds_squad": _load_tfds_squad}
 
 
-def load_qa_task(data_cfg, *, process_index: int | None = None,
-                 process_count: int | None = None) -> dict[str, list[SquadQuestion]]:
+def load_qa_task(data_cfg, *, process_index: int | None = None, process_count: int | None = None,
+                 splits: Sequence[str] | None = None) -> dict[str, list[SquadQuestion]]:
   """The :class:`SquadQuestion` records of every configured split, read by ``config.data.source``:
 
   * ``squad_json``: official-format JSON files (optionally gzipped). Either ``splits`` (split -> file, relative to
@@ -350,4 +350,4 @@ def load_qa_task(data_cfg, *, process_index: int | None = None,
   source = _get(data_cfg, "source", None)
   if source not in _QA_LOADERS:
     raise ValueError(f"config.data.source must be one of {sorted(_QA_LOADERS)} for a QA task, got {source!r}")
-  return _QA_LOADERS[source](data_cfg, process_index=process_index, process_count=process_count)
+  return _QA_LOADERS[source](data_cfg, process_index=process_index, process_count=process_count, only=splits)

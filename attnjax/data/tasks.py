@@ -14,10 +14,12 @@ vocabulary.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from typing import Any
 
-from attnjax.data import squad, synthetic
+from attnjax import fs
+from attnjax.data import squad, synthetic, token_cache
 from attnjax.data.sources import TEXT_SOURCES, load_text_task
 from attnjax.data.tokenizer import load_or_train, load_or_train_pair
 from attnjax.data.vocab import CharVocab
@@ -109,6 +111,13 @@ def use_task(config, name: str) -> None:
     config.train.label_smoothing = 0.0  # the span loss has none
 
 
+@dataclasses.dataclass(frozen=True)
+class Vocabularies:
+  """A task's vocabularies: ``src`` and ``tgt`` (the same object for a joint vocabulary or extractive QA)."""
+  src: Any  # encode(str) -> list[int], decode(ids) -> str, size
+  tgt: Any
+
+
 @dataclasses.dataclass
 class TaskData:
   name: str
@@ -117,26 +126,54 @@ class TaskData:
   splits: dict[str, list[tuple[str, str]]]
   metrics: tuple[str, ...]
   kind: str = "seq2seq"
+  # Where encoded() keeps each split's token ids (tokens.<split>.<fingerprint>.npz, next to the vocabulary), so a
+  # restart or another host reads them instead of tokenizing again; None: tokenize on every call. source_key
+  # describes where the text came from and is part of the fingerprint.
+  token_cache_dir: Any = None
+  source_key: str = ""
 
-  def encoded(self, split: str) -> list[tuple[list[int], list[int]]]:
-    return [(self.src_vocab.encode(s), self.tgt_vocab.encode(t)) for s, t in self.splits[split]]
+  def encoded(self, split: str) -> token_cache.TokenizedSplit:
+    """The split's token ids, stored flat; iterating gives ``(src_ids, tgt_ids)`` int32 arrays."""
+    pairs = self.splits[split]
+    if self.token_cache_dir is None:
+      return token_cache.encode_pairs(self.src_vocab, self.tgt_vocab, pairs)
+    return token_cache.load_or_encode(self.token_cache_dir, split, self.src_vocab, self.tgt_vocab, lambda: pairs,
+                                      self.source_key, expected_pairs=len(pairs))
+
+
+def _synthetic_splits(data_cfg, only=None) -> dict[str, list[tuple[str, str]]]:
+  sizes = {"train": data_cfg.train_examples, "validation": data_cfg.validation_examples,
+           "test": data_cfg.test_examples}
+  if only is not None:
+    unknown = [name for name in only if name not in sizes]
+    if unknown:
+      raise ValueError(f"split(s) {unknown} are not splits of the synthetic task (train, validation, test)")
+    sizes = {name: sizes[name] for name in only}
+  return {split: synthetic.make_examples(data_cfg.task, split, n, seed=0) for split, n in sizes.items()}
 
 
 def _synthetic(data_cfg, workdir: str) -> TaskData:
-  sizes = {"train": data_cfg.train_examples, "validation": data_cfg.validation_examples,
-           "test": data_cfg.test_examples}
-  splits = {split: synthetic.make_examples(data_cfg.task, split, n, seed=0) for split, n in sizes.items()}
-  path = os.path.join(workdir, VOCAB_FILE)
-  if os.path.exists(path):
+  splits = _synthetic_splits(data_cfg)
+  path = fs.join(workdir, VOCAB_FILE)
+  if path.exists():
     vocab = CharVocab.load(path)
   else:
     vocab = CharVocab.build(text for pair in splits["train"] for text in pair)
-    os.makedirs(workdir, exist_ok=True)
     vocab.save(path)
   return TaskData(data_cfg.task, vocab, vocab, splits, ("exact_match", "bleu", "chrf"))
 
 
 SUMMARIZATION_SOURCES = ("jsonl", "tfds_summarization")
+# config.data keys that only shape batches: left out of the token cache's source_key, so that tuning them keeps the
+# cache. Every other key counts, so a key added to a source later can never leave stale ids behind.
+_BATCHING_KEYS = ("max_src_len", "max_tgt_len", "batch_size", "max_tokens", "bucket_boundaries", "pack",
+                  "vocab_multiple")
+
+
+def _source_key(data_cfg) -> str:
+  """Where a text task's text comes from, as JSON: the config.data keys other than the batching ones."""
+  values = data_cfg.to_dict() if hasattr(data_cfg, "to_dict") else dict(data_cfg)
+  return json.dumps({k: v for k, v in values.items() if k not in _BATCHING_KEYS}, sort_keys=True, default=str)
 
 
 def _require_train(splits) -> None:
@@ -154,7 +191,8 @@ def _text(data_cfg, workdir: str) -> TaskData:
                                             joint=bool(data_cfg.get("joint_vocab", True)),
                                             model_type=data_cfg.get("spm_model_type", "unigram"))
   metrics = ("rouge",) if data_cfg.source in SUMMARIZATION_SOURCES else ("bleu", "chrf", "ter")
-  return TaskData(data_cfg.source, src_vocab, tgt_vocab, splits, metrics)
+  return TaskData(data_cfg.source, src_vocab, tgt_vocab, splits, metrics, token_cache_dir=workdir,
+                  source_key=_source_key(data_cfg))
 
 
 @dataclasses.dataclass
@@ -219,3 +257,59 @@ def load_task(data_cfg, workdir: str) -> TaskData | SpanTaskData:
   if data_cfg.source not in SOURCES:
     raise ValueError(f"config.data.source must be one of {sorted(SOURCES)}, got {data_cfg.source!r}")
   return SOURCES[data_cfg.source](data_cfg, workdir)
+
+
+# ------------------------------------------------------------------------------------------- inference from a workdir
+
+
+def _missing_vocab(workdir):
+  def fail():
+    raise FileNotFoundError(f"no vocabulary in {workdir}: a training run writes it there (spm*.model or {VOCAB_FILE}); "
+                            f"evaluation never trains one")
+  return fail
+
+
+def load_vocabularies(data_cfg, workdir: str) -> Vocabularies:
+  """The vocabularies a training run left in ``workdir`` (never trains one, never reads training data)."""
+  if data_cfg.source == "synthetic":
+    path = fs.join(workdir, VOCAB_FILE)
+    if not path.exists():
+      _missing_vocab(workdir)()
+    vocab = CharVocab.load(path)
+    return Vocabularies(vocab, vocab)
+  size, model_type = int(data_cfg.get("vocab_size", 8000)), data_cfg.get("spm_model_type", "unigram")
+  if data_cfg.source in squad.QA_SOURCES:
+    vocab = load_or_train(workdir, "spm", _missing_vocab(workdir), size, model_type=model_type)
+    return Vocabularies(vocab, vocab)
+  src, tgt = load_or_train_pair(workdir, _missing_vocab(workdir), size, joint=bool(data_cfg.get("joint_vocab", True)),
+                                model_type=model_type)
+  return Vocabularies(src, tgt)
+
+
+def resolve_data_dir(data_cfg, workdir: str, data_dir: str | None = None) -> None:
+  """Points ``data_cfg.dir`` at the data for an evaluation: ``data_dir`` (``--data_dir``) if given; else the saved
+  location as it is if absolute (or a URL), and if relative, inside the workdir first, then from the current
+  directory. Sources without a ``dir`` are left alone."""
+  with data_cfg.unlocked():
+    if data_dir:
+      data_cfg.dir = str(data_dir)
+      return
+    saved = data_cfg.get("dir")
+    if not saved or fs.is_url(saved) or os.path.isabs(saved):
+      return
+    candidates = [fs.join(workdir, saved), fs.path(saved)]
+    for candidate in candidates:
+      if candidate.exists():
+        data_cfg.dir = str(candidate)
+        return
+    raise FileNotFoundError(f"config.data.dir={saved!r} (relative) is neither in the workdir nor in the current "
+                            f"directory (tried {[str(c) for c in candidates]}): pass --data_dir")
+
+
+def load_split(data_cfg, split: str) -> list:
+  """Only ``split`` of a task, every example of it in order: ``(source, target)`` pairs, or SQuAD questions."""
+  if data_cfg.source == "synthetic":
+    return _synthetic_splits(data_cfg, only=(split,))[split]
+  if data_cfg.source in squad.QA_SOURCES:
+    return squad.load_qa_task(data_cfg, splits=(split,))[split]
+  return load_text_task(data_cfg, splits=(split,))[split]

@@ -27,7 +27,6 @@ from __future__ import annotations
 import io
 import itertools
 import os
-import tempfile
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -35,6 +34,7 @@ import sentencepiece as spm
 from absl import logging
 from sentencepiece import sentencepiece_model_pb2, sentencepiece_pb2
 
+from attnjax import fs
 from attnjax.data.vocab import UNK_ID
 from attnjax.models.interface import BOS_ID, EOS_ID, PAD_ID
 
@@ -76,12 +76,11 @@ class SentencePieceVocab:
   def load(cls, path: str | os.PathLike) -> SentencePieceVocab:
     """Reads a ``.model`` file."""
     path = os.fspath(path)
-    with open(path, "rb") as f:
-      return cls(f.read(), path=path)
+    return cls(fs.read_bytes(path), path=path)
 
   def save(self, path: str | os.PathLike) -> None:
     """Writes the model as a ``.model`` file (atomically: a crash never leaves a truncated model to be reused)."""
-    _atomic_write(os.fspath(path), self._proto)
+    fs.write_bytes(path, self._proto)
 
   # Pickling (multi-process data loading, saving alongside a checkpoint) needs the bytes, not the C++ processor.
   def __getstate__(self):
@@ -185,20 +184,6 @@ def _byte_to_char_index(text: str) -> list[int]:
   return index
 
 
-def _atomic_write(path: str, data: bytes) -> None:
-  directory = os.path.dirname(path) or "."
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
-  try:
-    with os.fdopen(fd, "wb") as f:
-      f.write(data)
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
-
-
 def train_sentencepiece(texts: Iterable[str], model_prefix: str | os.PathLike | None, vocab_size: int, *,
                         model_type: str = "unigram", character_coverage: float = 1.0,
                         max_sentences: int | None = 10_000_000, max_sentence_length: int = 1 << 16,
@@ -276,7 +261,7 @@ def train_sentencepiece(texts: Iterable[str], model_prefix: str | os.PathLike | 
   if path is not None:
     vocab.save(path)
     lines = [f"{vocab.id_to_piece(i)}\t{vocab.score(i)}\n" for i in range(vocab.size)]
-    _atomic_write(os.fspath(model_prefix) + VOCAB_SUFFIX, "".join(lines).encode("utf-8"))
+    fs.write_text(os.fspath(model_prefix) + VOCAB_SUFFIX, "".join(lines))
   return vocab
 
 
@@ -293,9 +278,9 @@ def load_or_train(workdir: str | os.PathLike, name: str, texts_fn: Callable[[], 
     texts_fn: returns the training texts (the training split only).
     vocab_size, train_options: as :func:`train_sentencepiece`.
   """
-  prefix = os.path.join(os.fspath(workdir), name)
+  prefix = os.fspath(fs.join(workdir, name))
   path = prefix + MODEL_SUFFIX
-  if os.path.exists(path):
+  if fs.exists(path):
     vocab = SentencePieceVocab.load(path)
     model_type = train_options.get("model_type", "unigram")
     if vocab.size != vocab_size or vocab.model_type != model_type:

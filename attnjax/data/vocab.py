@@ -13,6 +13,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from attnjax import fs
 from attnjax.models.interface import BOS_ID, EOS_ID, PAD_ID
 
 UNK_ID = 3
@@ -104,18 +105,15 @@ class CharVocab:
 
   def save(self, path: str | os.PathLike) -> None:
     """Writes the vocabulary as JSON (UTF-8)."""
-    data = {"format": _FORMAT, "version": _VERSION, "chars": list(self._chars)}
-    with open(path, "w", encoding="utf-8") as f:
-      json.dump(data, f, ensure_ascii=False, indent=1)
+    fs.write_json(path, {"format": _FORMAT, "version": _VERSION, "chars": list(self._chars)}, indent=1)
 
   @classmethod
   def load(cls, path: str | os.PathLike) -> CharVocab:
     """Reads a vocabulary written by :meth:`save`."""
-    with open(path, encoding="utf-8") as f:
-      try:
-        data = json.load(f)
-      except json.JSONDecodeError as e:
-        raise ValueError(f"{path} is not a CharVocab JSON file: {e}") from None
+    try:
+      data = fs.read_json(path)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path} is not a CharVocab JSON file: {e}") from None
     if not isinstance(data, dict) or data.get("format") != _FORMAT or "chars" not in data:
       raise ValueError(f"{path} is not a CharVocab JSON file (expected a 'format': {_FORMAT!r} object)")
     if data.get("version") != _VERSION:

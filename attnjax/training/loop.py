@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import logging as py_logging
-import os
 import signal
 import time
 
@@ -14,18 +12,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnjax import config as config_lib
+from attnjax import fs, inference, scoring
 from attnjax import metrics as metrics_lib
 from attnjax.data.pipeline import Seq2SeqBatcher
 from attnjax.data.spans import SpanBatcher
-from attnjax.data.tasks import load_task
+from attnjax.data.tasks import Vocabularies, load_task
 from attnjax.models.registry import build_model
-from attnjax.training import evaluation, partitioning, steps
+from attnjax.training import partitioning, provenance, steps, summaries
 from attnjax.training.checkpointing import Checkpointer
 from attnjax.training.optim import make_optimizer
 from attnjax.training.state import abstract_with_sharding, create_train_state
-
-CONFIG_FILE = "config.json"
-
 
 def maybe_initialize_distributed(cfg) -> None:
   """``jax.distributed.initialize`` when the config (i.e. the launcher) asks for it; before any device is touched."""
@@ -37,41 +33,6 @@ def maybe_initialize_distributed(cfg) -> None:
   jax.distributed.initialize(**kwargs)  # on TPU VMs / SLURM every argument is discovered from the environment
   logging.info("distributed: process %d of %d, %d local / %d global devices", jax.process_index(),
                jax.process_count(), jax.local_device_count(), jax.device_count())
-
-
-def save_config(config, workdir: str) -> None:
-  if jax.process_index() == 0:
-    os.makedirs(workdir, exist_ok=True)
-    with open(os.path.join(workdir, CONFIG_FILE), "w") as f:
-      f.write(config.to_json_best_effort(indent=2, sort_keys=True))
-
-
-def _tuples(x):
-  """JSON turns tuples into lists; the config's tuple fields (mesh shape, rules, buckets) want them back."""
-  if isinstance(x, list):
-    return tuple(_tuples(v) for v in x)
-  if isinstance(x, dict):
-    return {k: _tuples(v) for k, v in x.items()}
-  return x
-
-
-def load_config(workdir: str):
-  """The config a workdir was trained with (saved there by :func:`save_config`)."""
-  import ml_collections  # pylint: disable=g-import-not-at-top
-  path = os.path.join(workdir, CONFIG_FILE)
-  if not os.path.exists(path):
-    raise FileNotFoundError(f"{path} not found: is {workdir} a training workdir?")
-  with open(path) as f:
-    raw = _tuples(json.load(f))
-  config = config_lib.base_config()
-  for section, values in raw.items():
-    if section == "model":  # fields differ from model to model: take the saved section whole
-      config.model = ml_collections.ConfigDict(values)
-    elif isinstance(values, dict):
-      config[section].update(values)
-    else:
-      config[section] = values
-  return config
 
 
 class _QuietOrbax(py_logging.Filter):
@@ -99,10 +60,17 @@ def measured_peak_flops() -> float:
 
 
 class _Preemption:
-  """Catches SIGTERM (TPU VM preemption, SLURM time limit) so the loop can save before exiting."""
+  """Catches SIGTERM (TPU VM preemption, SLURM time limit) so the loop can save before exiting.
+
+  On several processes the stop decision must be the same everywhere (every host saves the same step, or the
+  collectives of the next step hang). Agreeing costs a host-device sync, so it happens only at sync points that all
+  hosts know without talking (:func:`is_sync_point`); in between, steps are dispatched asynchronously. A single
+  process checks at every step, which costs nothing.
+  """
 
   def __init__(self):
     self.requested = False
+    self.agreements = 0  # cross-host agreements so far (tests check there is none between sync points)
     self._previous = None
 
   def __enter__(self):
@@ -113,7 +81,7 @@ class _Preemption:
     return self
 
   def _handle(self, signum, frame):  # pylint: disable=unused-argument
-    logging.warning("SIGTERM received: saving a checkpoint before exiting")
+    logging.warning("SIGTERM received: saving a checkpoint at the next sync point before exiting")
     self.requested = True
 
   def agreed(self, out_of_time: bool = False) -> tuple[bool, bool]:
@@ -121,6 +89,7 @@ class _Preemption:
     flags = np.array([self.requested, out_of_time])
     if jax.process_count() > 1:
       from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+      self.agreements += 1
       flags = np.asarray(multihost_utils.process_allgather(flags)).reshape(-1, 2).any(axis=0)
     return bool(flags[0]), bool(flags[1])
 
@@ -129,15 +98,14 @@ class _Preemption:
       signal.signal(signal.SIGTERM, self._previous)
 
 
-def _writer(workdir: str):
-  if jax.process_index() != 0:
-    return None
-  try:
-    from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    logging.warning("tensorboardX is not installed: no TensorBoard scalars")
-    return None
-  return SummaryWriter(os.path.join(workdir, "tensorboard"))
+def is_sync_point(step: int, t) -> bool:
+  """Whether all processes agree on stopping after ``step`` (see :class:`_Preemption`): every ``train.sync_every``
+  steps, at logging, evaluation and checkpoint steps (which sync the host anyway) and at the last step. One process:
+  every step."""
+  if jax.process_count() == 1:
+    return True
+  return step == t.steps or any(step % every == 0 for every in (t.sync_every, t.log_every, t.eval_every,
+                                                                 t.checkpoint_every))
 
 
 def _check_best_metric(best_metric: str, metrics) -> None:
@@ -179,7 +147,7 @@ class Experiment:
     self.eval_step = steps.make_eval_step(self.model, state_sharding=self.state_sharding, mesh=self.mesh,
                                           rules=self.rules, batch_sharding=batch_sharding, **losses)
     t = config.train
-    self.checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=t.keep_checkpoints,
+    self.checkpointer = Checkpointer(fs.join(workdir, "checkpoints"), keep=t.keep_checkpoints,
                                      best_metric=t.best_metric, best_mode=t.best_mode, async_save=t.async_checkpoints)
 
   def _check_span_model(self) -> None:
@@ -218,37 +186,57 @@ class Experiment:
     return dict(label_smoothing=config.train.label_smoothing), None
 
   def restore(self, step: int | None = None) -> int:
-    """Restores the newest readable (or the given) checkpoint into the configured shardings; returns its step."""
+    """Restores the newest readable (or the given) checkpoint into the configured shardings; returns its step (0
+    without a checkpoint). ``self.meta`` gets the checkpoint's bookkeeping (training seconds so far)."""
     restored = self.checkpointer.restore(abstract_with_sharding(self.abstract, self.state_sharding), step)
     if restored is None:
+      self.meta = {}
       return 0
-    self.state, data_state, step = restored
+    self.state, data_state, step, self.meta = restored
     self.train_batches.restore(data_state)
     return int(step)
 
   def evaluate(self, *, limit: int | None) -> tuple[dict[str, float], dict[str, str]]:
-    """Validation loss, then decoding (or span prediction) of ``eval.split`` and its metrics."""
+    """Validation loss, then decoding (or span prediction) of the first ``limit`` examples of ``eval.split``."""
     cfg = self.config
     batches = [b for _, b in zip(range(cfg.eval.loss_batches), self.eval_batches.iterate_epoch(0))]
-    values = evaluation.loss(self.eval_step, self.state.params, batches, self.mesh, self.rules)
-    scores, signatures, _ = self.predict_and_score(cfg.eval.split, limit=limit)
-    values.update(scores)
-    return values, signatures
+    values = validation_loss(self.eval_step, self.state.params, batches, self.mesh, self.rules)
+    predictions = self.predict(cfg.eval.split, limit=limit)
+    values.update(predictions.scores)
+    return values, predictions.signatures
 
-  def predict_and_score(self, split: str, *, limit: int | None, return_attention: bool = False):
-    """``(scores, signatures, outputs)`` on ``split``: ``outputs`` has the predictions to write (``hypotheses``,
-    ``references``, ``sources`` and ``attention`` for seq2seq; ``predictions`` (question id -> answer) for spans)."""
+  def predict(self, split: str, *, limit: int | None) -> scoring.Predictions:
+    """Predictions and scores on the first ``limit`` examples (all: None) of ``split``, sharded over the devices."""
     cfg = self.config
+    params = inference.replicate(self.state.params, self.mesh)
     if self.task.kind == "span":
-      predictions, examples = evaluation.predict_spans(self.model, self.state.params, self.task, split, cfg.eval,
-                                                       limit=limit)
-      scores = evaluation.score_spans(predictions, examples, self.metrics, self.task.version)
-      return scores, {}, {"predictions": predictions}
-    hyps, refs, sources, attention = evaluation.decode(self.model, self.state.params, self.task, split, cfg.eval,
-                                                       cfg.data.max_src_len, limit=limit,
-                                                       return_attention=return_attention)
-    scores, signatures = evaluation.score(hyps, refs, self.metrics)
-    return scores, signatures, {"hypotheses": hyps, "references": refs, "sources": sources, "attention": attention}
+      if not hasattr(self, "_span_predictor"):
+        self._span_predictor = inference.SpanPredictor(self.model, self.mesh)
+      examples = self.task.examples(split, train=False)
+      examples = examples[:limit] if limit else examples
+      return scoring.predict_and_score_spans(
+          self._span_predictor, params, examples, self.metrics, self.task.version,
+          max_question_len=self.task.max_question_len, max_context_len=self.task.max_context_len,
+          batch_size=cfg.eval.batch_size)
+    if not hasattr(self, "_decoder"):
+      self._decoder = inference.decoder_for(self.model, self.mesh, cfg.eval)
+    pairs = self.task.splits[split]
+    pairs = pairs[:limit] if limit else pairs
+    vocabularies = Vocabularies(self.task.src_vocab, self.task.tgt_vocab)
+    return scoring.decode_and_score(self._decoder, params, vocabularies, pairs, self.metrics,
+                                       max_src_len=cfg.data.max_src_len, batch_size=cfg.eval.batch_size)
+
+
+def validation_loss(eval_step, params, batches, mesh, rules) -> dict[str, float]:
+  """Loss and NLL over ``batches`` (host-local numpy batches), weighted by the step's ``ntokens``: per target token for
+  seq2seq, per question for extractive QA."""
+  totals = {"loss_sum": 0.0, "nll_sum": 0.0, "ntokens": 0.0}
+  for batch in batches:
+    out = jax.device_get(eval_step(params, steps.global_batch(batch, mesh, rules)))
+    for key in totals:
+      totals[key] += float(out[key])
+  n = max(totals["ntokens"], 1.0)
+  return {"loss": totals["loss_sum"] / n, "nll": totals["nll_sum"] / n}
 
 
 def _tokens(batch) -> float:
@@ -258,33 +246,33 @@ def _tokens(batch) -> float:
   return float(batch["question_mask"].sum() + batch["context_mask"].sum())
 
 
-def _log(writer, step: int, values: dict, prefix: str) -> None:
-  if writer is not None:
-    for key, value in values.items():
-      writer.add_scalar(f"{prefix}/{key}", value, step)
-    writer.flush()
-
-
-def train_and_evaluate(config, workdir: str, on_step=None) -> dict:
+def train_and_evaluate(config, workdir: str, on_step=None, *, allow_config_change: bool = False) -> dict:
   """Trains ``config`` in ``workdir`` (resuming from its newest checkpoint) and returns the last evaluation.
 
-  ``on_step(step)``, if given, is called after every optimizer step (profilers, tests that interrupt the run).
+  On resume the config is compared with the one the workdir was trained with (:mod:`provenance`): a change to the
+  model, data or optimiser stops with the list of differences unless ``allow_config_change``. ``on_step(step)``, if
+  given, is called after every optimizer step (profilers, tests that interrupt the run). ``train.time_limit_minutes``
+  counts the training time of the whole run, across restarts (it is kept in every checkpoint).
   """
   maybe_initialize_distributed(config.distributed)
+  config_lib.validate(config)
+  provenance.check_resume(workdir, config, allow_change=allow_config_change)  # before config.json is overwritten
   exp = Experiment(config, workdir)
   _check_best_metric(config.train.best_metric, exp.metrics)  # an evaluation of a checkpoint ranks nothing
-  save_config(config, workdir)
+  config_lib.save_config(config, workdir)
   t = config.train
   start = exp.restore()
+  seconds_before = float(exp.meta.get("train_seconds", 0.0))
   if start:
-    logging.info("resuming from step %d", start)
-  writer = _writer(workdir)
+    logging.info("resuming from step %d (%.1f training minutes so far)", start, seconds_before / 60)
+  writer = summaries.writer(workdir)
   peak = (t.peak_tflops_per_device * 1e12) if t.peak_tflops_per_device else measured_peak_flops()
   peak_total = peak * jax.device_count()
   logging.info("MFU is stated against %.1f GFLOP/s per device (%s), %d devices", peak / 1e9,
                "config" if t.peak_tflops_per_device else "measured float32 matmul", jax.device_count())
   last_eval: dict = {}
   window_tokens, window_flops, window_start, run_start = 0.0, 0.0, time.perf_counter(), time.perf_counter()
+  train_seconds = lambda: seconds_before + time.perf_counter() - run_start
   flops_by_shape: dict = {}
   compiled: dict = {}
   step = start
@@ -317,30 +305,33 @@ def train_and_evaluate(config, workdir: str, on_step=None) -> dict:
         logging.info("step %d/%d  loss %.4f  nll %.4f  lr %.2e  %.0f tok/s  %.2f GFLOP/s  MFU %.1f%%  ETA %.0fs",
                      step, t.steps, values["loss"], values["nll"], values["learning_rate"],
                      values["tokens_per_s"], flops_per_s / 1e9, 100 * values["mfu"], eta)
-        _log(writer, step, values, "train")
+        summaries.log(writer, step, values, "train")
         window_tokens, window_flops, window_start = 0.0, 0.0, time.perf_counter()
-      stop, out_of_time = preemption.agreed(
-          bool(t.time_limit_minutes) and time.perf_counter() - run_start > 60 * t.time_limit_minutes)
+      stop = out_of_time = False
+      if is_sync_point(step, t):
+        stop, out_of_time = preemption.agreed(
+            bool(t.time_limit_minutes) and train_seconds() > 60 * t.time_limit_minutes)
       evaluate_now = step % t.eval_every == 0 or step == t.steps or out_of_time
+      meta = {"train_seconds": train_seconds()}
       if evaluate_now and not stop:
         last_eval, signatures = exp.evaluate(limit=config.eval.num_decode_examples)
         logging.info("eval at step %d on %s: %s%s", step, config.eval.split,
                      "  ".join(f"{k} {v:.4f}" for k, v in last_eval.items()),
                      "".join(f"\n  {k} signature: {s}" for k, s in signatures.items()))
-        _log(writer, step, last_eval, "eval")
-        exp.checkpointer.save(step, exp.state, exp.train_batches.state(), metrics=last_eval, force=True)
+        summaries.log(writer, step, last_eval, "eval")
+        exp.checkpointer.save(step, exp.state, exp.train_batches.state(), metrics=last_eval, force=True, meta=meta)
         window_start = time.perf_counter()  # evaluation time is not training throughput
       elif step % t.checkpoint_every == 0 or stop:
-        exp.checkpointer.save(step, exp.state, exp.train_batches.state(), force=True)
+        exp.checkpointer.save(step, exp.state, exp.train_batches.state(), force=True, meta=meta)
       if stop:
         logging.warning("preempted: checkpoint of step %d written, exiting", step)
         break
       if out_of_time:
-        logging.warning("train.time_limit_minutes=%s reached at step %d: evaluated, checkpointed, stopping",
-                        t.time_limit_minutes, step)
+        logging.warning("train.time_limit_minutes=%s reached at step %d (%.1f training minutes over the whole run): "
+                        "evaluated, checkpointed, stopping", t.time_limit_minutes, step, train_seconds() / 60)
         break
   exp.checkpointer.wait()
   exp.checkpointer.close()
   if writer is not None:
     writer.close()
-  return {"step": step, **last_eval}
+  return {"step": step, "sync_agreements": preemption.agreements, **last_eval}

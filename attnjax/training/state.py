@@ -44,6 +44,14 @@ def state_shardings(model, tx, mesh, rules, rng):
   return abstract, sharding
 
 
+def param_shardings(model, mesh, rules, seed: int = 0):
+  """(abstract parameters, their NamedShardings) of ``model`` by its logical axis names, allocating nothing: what an
+  evaluation restores the parameters alone into."""
+  boxed = jax.eval_shape(lambda r: _init_params(model, r), jax.random.PRNGKey(seed))
+  sharding = partitioning.logical_sharding(nn.get_partition_spec(boxed), mesh, rules)
+  return nn.meta.unbox(boxed), sharding
+
+
 def _make_state(model, tx, rng):
   params_rng, dropout_rng = jax.random.split(rng)
   params = nn.meta.unbox(_init_params(model, params_rng))

@@ -4,8 +4,9 @@ import pytest
 
 from attnjax import metrics
 from attnjax.data.tasks import load_task
-from attnjax.training.checkpoint_eval import evaluate_checkpoint
-from attnjax.training.loop import Experiment, load_config, train_and_evaluate
+from attnjax.scoring import evaluate_checkpoint
+from attnjax.config import load_config
+from attnjax.training.loop import Experiment, train_and_evaluate
 from tests.training.run_steps import tiny_config
 
 

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from attnjax.config import base_config
-from attnjax.training.checkpoint_eval import evaluate_checkpoint
-from attnjax.training.loop import Experiment, load_config, train_and_evaluate
+from attnjax.scoring import evaluate_checkpoint
+from attnjax.config import load_config
+from attnjax.training.loop import Experiment, train_and_evaluate
 from tests.squad_fixture import synthetic_squad, write_squad
 
 
@@ -73,10 +74,10 @@ def test_squad2_unanswerable_questions_are_scored_as_the_v2_script_does(tmp_path
   for shift, expected in ((1e6, True), (-1e6, False)):
     params = {**exp.state.params, "no_answer_head": {**head, "bias": head["bias"] + shift}}
     exp.state = exp.state.replace(params=params)
-    scores, _, outputs = exp.predict_and_score("validation", limit=None)
-    assert all((answer == "") == expected for answer in outputs["predictions"].values())
+    predictions = exp.predict("validation", limit=None)
+    assert all((answer == "") == expected for answer in predictions.answers.values())
     if expected:  # (a span such as "." normalizes to "" too, so the converse has no such exact value)
-      assert scores["NoAns_exact"] == 100.0 and scores["HasAns_exact"] == 0.0
+      assert predictions.scores["NoAns_exact"] == 100.0 and predictions.scores["HasAns_exact"] == 0.0
   exp.checkpointer.close()
 
   result = evaluate_checkpoint(workdir, split="validation", checkpoint="latest")

@@ -1,0 +1,333 @@
+"""Inference from a trained model: sharded decoding and span prediction, and a workdir loaded for it (params only).
+
+Decoding splits the rows of every batch across **all** devices of the mesh and, on several hosts, across processes:
+each host builds only its block of rows, each device runs the whole beam (or greedy) search on its share inside
+``shard_map`` (its own ``while_loop``, stopping when its own rows are done), and the results are gathered to every
+host, of which process 0 alone writes files and scores. Parameters are replicated once per evaluation (decoding is
+latency-bound and every device needs all of them); models too large for one device are outside what this does.
+
+Sentences are sorted by length before batching (less padding, fewer compiled shapes: widths are powers of two) and
+put back in their order afterwards. Nothing is dropped: a source longer than ``max_src_len`` tokens is truncated for
+decoding and counted, an empty source gives an empty hypothesis, so there is exactly one output per input line.
+
+:func:`load_workdir` walks workdir → config → vocabulary → model → parameters and nothing else: no optimiser state,
+no training batcher, no training split (``python -m attnjax.evaluate`` and ``python -m attnjax.translate``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Sequence
+
+from absl import logging
+import jax
+import jax.numpy as jnp
+from jax.experimental import multihost_utils
+from jax.sharding import NamedSharding, PartitionSpec as P
+import numpy as np
+
+from attnjax import config as config_lib
+from attnjax import fs
+from attnjax.data import tasks
+from attnjax.data.vocab import UNK_ID
+from attnjax.decoding import beam_search, greedy_search
+from attnjax.models.interface import PAD_ID
+from attnjax.models.registry import build_model
+from attnjax.training import partitioning
+from attnjax.training.checkpointing import Checkpointer
+from attnjax.training.state import param_shardings
+
+_FILLER_ID = UNK_ID  # filler rows hold one token, so that no row is empty (their output is dropped)
+
+
+def _round_up(x: int, multiple: int) -> int:
+  return -(-x // multiple) * multiple
+
+
+def _width(length: int, cap: int) -> int:
+  """Padded source width: the next power of two >= ``length`` (at least 8), never above ``cap`` rounded up to 8."""
+  return min(max(8, 1 << max(length - 1, 0).bit_length()), _round_up(cap, 8))
+
+
+def replicate(tree, mesh):
+  """``tree`` replicated on every device of ``mesh`` (one all-gather, instead of one per decoded batch)."""
+  return jax.jit(lambda x: x, out_shardings=NamedSharding(mesh, P()))(tree)
+
+
+def to_host(x) -> np.ndarray:
+  """The whole of a (possibly multi-host) global array as NumPy on every process."""
+  if jax.process_count() > 1:
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+  return np.asarray(x)
+
+
+def broadcast_json(value: Any) -> Any:
+  """``value`` (JSON-serialisable) of process 0 on every process: scores computed once, agreed by all."""
+  if jax.process_count() == 1:
+    return value
+  data = np.frombuffer(json.dumps(value).encode("utf-8"), np.uint8) if jax.process_index() == 0 else np.zeros(0,
+                                                                                                              np.uint8)
+  size = int(multihost_utils.broadcast_one_to_all(np.int64(data.size)))
+  buffer = np.zeros(size, np.uint8)
+  buffer[:data.size] = data[:size]
+  return json.loads(bytes(np.asarray(multihost_utils.broadcast_one_to_all(buffer))).decode("utf-8"))
+
+
+class RowSharding:
+  """Global batches whose rows are split over every device of ``mesh`` (and so over processes).
+
+  ``rows(n)`` rounds a batch size up to a multiple of the device count; ``put(global_rows)`` turns a host array of the
+  whole global batch into a sharded global array, each process passing only its block of rows.
+  """
+
+  def __init__(self, mesh):
+    self.mesh = mesh
+    self.spec = P(tuple(mesh.axis_names))
+    self.sharding = NamedSharding(mesh, self.spec)
+
+  def rows(self, n: int) -> int:
+    return _round_up(max(n, 1), self.mesh.size)
+
+  def put(self, global_rows: np.ndarray):
+    n = global_rows.shape[0]
+    per_process = n // jax.process_count()
+    local = global_rows[jax.process_index() * per_process:(jax.process_index() + 1) * per_process]
+    return jax.make_array_from_process_local_data(self.sharding, local, global_rows.shape)
+
+
+class Decoder:
+  """Beam or greedy search, sharded over every device of ``mesh`` (see the module docstring).
+
+  ``decoder(params, src)``: ``params`` replicated (:func:`replicate`), ``src`` a global ``[B, S]`` array from
+  :meth:`RowSharding.put`; returns ``(tokens [B, n_best, L], scores [B, n_best], attention [B, n_best, L, S] or
+  None)`` sharded the same way.
+  """
+
+  def __init__(self, model, mesh, *, decode: str = "beam", beam_size: int = 4, alpha: float = 0.6,
+               max_len_a: float = 1.5, max_len_b: int = 10, n_best: int = 1, return_attention: bool = False):
+    if decode not in ("beam", "greedy"):
+      raise ValueError(f"decode must be 'beam' or 'greedy', got {decode!r}")
+    if decode == "greedy" and n_best != 1:
+      raise ValueError(f"greedy decoding gives one hypothesis per sentence, not n_best={n_best}")
+    self.rows = RowSharding(mesh)
+    self.return_attention = return_attention
+    common = dict(max_len_a=max_len_a, max_len_b=max_len_b, return_attention=return_attention)
+
+    def local(params, src):  # one device's rows: the search never looks at another row
+      variables = {"params": params}
+      if decode == "beam":
+        r = beam_search(model, variables, src, beam_size=beam_size, alpha=alpha, n_best=n_best, **common)
+        out = (r.tokens, r.scores, r.attention)
+      else:
+        r = greedy_search(model, variables, src, **common)
+        out = (r.tokens[:, None], r.scores[:, None], None if r.attention is None else r.attention[:, None])
+      return out if return_attention else out[:2]
+
+    spec = self.rows.spec
+    n_out = 3 if return_attention else 2
+    self._fn = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(), spec), out_specs=(spec,) * n_out,
+                                     check_vma=False))
+
+  def __call__(self, params, src):
+    out = self._fn(params, src)
+    return out if self.return_attention else (*out, None)
+
+  def lower(self, params, src):
+    return self._fn.lower(params, src)
+
+
+@dataclasses.dataclass
+class Translations:
+  """Outputs of :func:`translate_texts`, one entry per input text, in input order."""
+  hypotheses: list[str]  # the best hypothesis
+  nbest: list[list[tuple[str, float]]]  # (hypothesis, score) best first
+  attention: list[np.ndarray] | None  # [generated tokens incl. EOS, source tokens] of the best, on request
+  truncated_sources: int  # sources cut to max_src_len tokens
+  empty_sources: int  # sources with no token: decoded to ""
+
+
+def translate_texts(decoder: Decoder, params, src_vocab, tgt_vocab, texts: Sequence[str], *, max_src_len: int,
+                    batch_size: int) -> Translations:
+  """Decodes every text (see the module docstring); ``params`` replicated by :func:`replicate`.
+
+  ``batch_size`` is the global number of sentences per step, rounded up to a multiple of the device count.
+  """
+  encoded = [src_vocab.encode(t) for t in texts]
+  truncated = sum(len(ids) > max_src_len for ids in encoded)
+  if truncated:
+    logging.warning("decoding: %d of %d sources are longer than data.max_src_len=%d tokens and are truncated to it",
+                    truncated, len(texts), max_src_len)
+  encoded = [ids[:max_src_len] for ids in encoded]
+  order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: -len(encoded[i]))
+  n_best = [[("", 0.0)] for _ in texts]
+  attention = [np.zeros((0, len(ids)), np.float32) for ids in encoded] if decoder.return_attention else None
+  rows = decoder.rows.rows(batch_size)
+  for begin in range(0, len(order), rows):
+    chunk = order[begin:begin + rows]
+    width = _width(len(encoded[chunk[0]]), max_src_len)
+    src = np.full((rows, width), PAD_ID, np.int32)
+    src[:, 0] = _FILLER_ID
+    for row, i in enumerate(chunk):
+      src[row, :len(encoded[i])] = encoded[i]
+    tokens, scores, attn = decoder(params, decoder.rows.put(src))
+    tokens, scores = to_host(tokens), to_host(scores)
+    attn = None if attn is None else to_host(attn)
+    # ids of the padding rows added to the vocabulary (data.vocab_multiple) are no token: read them as UNK
+    tokens = np.where(tokens < tgt_vocab.size, tokens, UNK_ID)
+    for row, i in enumerate(chunk):
+      n_best[i] = [(tgt_vocab.decode(tokens[row, k].tolist()).replace("\n", " "), float(scores[row, k]))
+                   for k in range(tokens.shape[1])]
+      if attn is not None:
+        length = int(np.sum(tokens[row, 0] != PAD_ID))
+        attention[i] = attn[row, 0, :length, :len(encoded[i])]
+  return Translations([n[0][0] for n in n_best], n_best, attention, truncated,
+                      sum(not ids for ids in encoded))
+
+
+class SpanPredictor:
+  """The best span of every question (``SpanQA.decode_spans``), sharded over the devices like :class:`Decoder`."""
+
+  def __init__(self, model, mesh):
+    self.rows = RowSharding(mesh)
+
+    def local(params, question, context):
+      return model.decode_spans(model.apply({"params": params}, question, context))
+
+    spec = self.rows.spec
+    self._fn = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(), spec, spec), out_specs=(spec,) * 4,
+                                     check_vma=False))
+
+  def __call__(self, params, question, context):
+    return self._fn(params, question, context)
+
+
+def predict_spans(predictor: SpanPredictor, params, examples, *, max_question_len: int, max_context_len: int,
+                  batch_size: int) -> list[tuple[int, int]]:
+  """Inclusive token spans (or ``(NO_ANSWER, NO_ANSWER)``) of every example, in order."""
+  from attnjax.data.squad import NO_ANSWER  # pylint: disable=g-import-not-at-top
+  rows = predictor.rows.rows(batch_size)
+  q_width, c_width = _round_up(max_question_len, 8), _round_up(max_context_len, 8)
+  spans = []
+  for begin in range(0, len(examples), rows):
+    chunk = examples[begin:begin + rows]
+    question = np.full((rows, q_width), PAD_ID, np.int32)
+    context = np.full((rows, c_width), PAD_ID, np.int32)
+    for i, e in enumerate(chunk):
+      question[i, :len(e.question_ids)] = e.question_ids
+      context[i, :len(e.context_ids)] = e.context_ids
+    out = predictor(params, predictor.rows.put(question), predictor.rows.put(context))
+    start, end, _, is_null = (to_host(x) for x in out)
+    for i, e in enumerate(chunk):
+      null = bool(is_null[i]) or not e.context_ids
+      spans.append((NO_ANSWER, NO_ANSWER) if null else (int(start[i]), int(end[i])))
+  return spans
+
+
+# ------------------------------------------------------------------------------------------------ from a workdir
+
+
+@dataclasses.dataclass
+class Loaded:
+  """A workdir ready for inference: its config, vocabularies, model, mesh and (replicated) parameters."""
+  workdir: str
+  config: Any
+  vocabularies: tasks.Vocabularies
+  model: Any
+  mesh: Any
+  params: Any
+  step: int
+  steps: tuple[int, ...]  # the checkpoints whose parameters were averaged (one unless average_last)
+
+
+def inference_mesh(config):
+  """The config's mesh if it fits the devices here, else every device on the first axis (a checkpoint restores onto
+  any mesh; decoding uses all devices either way)."""
+  try:
+    return partitioning.create_mesh(config.mesh.axes, config.mesh.shape)
+  except ValueError as e:
+    logging.warning("mesh.shape=%s does not fit the %d devices here (%s): decoding on a data-parallel mesh",
+                    config.mesh.shape, jax.device_count(), e)
+    return partitioning.create_mesh(config.mesh.axes, (-1,) + (1,) * (len(config.mesh.axes) - 1))
+
+
+def choose_steps(checkpointer: Checkpointer, checkpoint: str, average_last: int | None) -> tuple[int, ...]:
+  """The checkpoint steps to load: ``best`` / ``latest`` / a step number, or the last ``average_last`` steps."""
+  available = checkpointer.steps()
+  if not available:
+    raise FileNotFoundError(f"no checkpoint in {checkpointer.directory}")
+  if average_last:
+    if average_last < 1:
+      raise ValueError(f"--average_last must be positive, got {average_last}")
+    if len(available) < average_last:
+      raise ValueError(f"--average_last={average_last} needs {average_last} checkpoints but {checkpointer.directory} "
+                       f"keeps {len(available)} ({available}): train with --config.train.keep_checkpoints="
+                       f"{average_last} or more")
+    return tuple(available[-average_last:])
+  if checkpoint == "best":
+    best = checkpointer.best_step()
+    if best is None:
+      logging.warning("no checkpoint was saved with a validation metric: using the latest")
+      return (available[-1],)
+    return (best,)
+  if checkpoint == "latest":
+    return (available[-1],)
+  try:
+    step = int(checkpoint)
+  except ValueError:
+    raise ValueError(f"--checkpoint must be 'best', 'latest' or a step number, got {checkpoint!r}") from None
+  if step not in available:
+    raise ValueError(f"--checkpoint={step}: no such step in {checkpointer.directory} (steps: {available})")
+  return (step,)
+
+
+def average_params(trees):
+  """The element-wise mean of parameter trees (float32 accumulation), as Vaswani et al. averaged checkpoints."""
+  total = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32), trees[0])
+  for tree in trees[1:]:
+    total = jax.tree_util.tree_map(lambda a, b: a + b.astype(jnp.float32), total, tree)
+  return jax.tree_util.tree_map(lambda a, ref: (a / len(trees)).astype(ref.dtype), total, trees[0])
+
+
+def load_workdir(workdir: str, *, checkpoint: str = "best", average_last: int | None = None,
+                 config=None) -> Loaded:
+  """workdir → config → vocabularies → model → parameters (only: an Orbax partial restore), replicated for decoding.
+
+  Args:
+    workdir: a training workdir (local path or URL).
+    checkpoint: "best" (by the validation metric it was saved with), "latest" or a step number.
+    average_last: average the parameters of the last N kept checkpoints instead.
+    config: the workdir's config with overrides applied (default: as saved).
+  """
+  config = config_lib.load_config(workdir) if config is None else config
+  vocabularies = tasks.load_vocabularies(config.data, workdir)
+  model = build_model_for(config, vocabularies)
+  mesh = inference_mesh(config)
+  abstract, sharding = param_shardings(model, mesh, config.mesh.rules, config.seed)
+  target = jax.tree_util.tree_map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, sharding)
+  checkpointer = Checkpointer(fs.join(workdir, "checkpoints"), keep=config.train.keep_checkpoints,
+                              best_metric=config.train.best_metric, best_mode=config.train.best_mode, async_save=False)
+  try:
+    steps = choose_steps(checkpointer, checkpoint, average_last)
+    trees = [checkpointer.restore_params(target, step) for step in steps]
+  finally:
+    checkpointer.close()
+  params = trees[0] if len(trees) == 1 else average_params(trees)
+  if len(steps) > 1:
+    logging.info("averaged the parameters of steps %s", list(steps))
+  return Loaded(str(workdir), config, vocabularies, model, mesh, replicate(params, mesh), steps[-1], steps)
+
+
+def build_model_for(config, vocabularies):
+  """The config's model with embedding sizes from the vocabularies, padded to ``data.vocab_multiple``."""
+  multiple = config.data.vocab_multiple
+  pad = lambda n: _round_up(n, multiple)
+  return build_model(config.model.to_dict(), src_vocab_size=pad(vocabularies.src.size),
+                     tgt_vocab_size=pad(vocabularies.tgt.size))
+
+
+def decoder_for(loaded_or_model, mesh, eval_cfg, *, n_best: int = 1, return_attention: bool = False) -> Decoder:
+  """A :class:`Decoder` with the search settings of ``config.eval``."""
+  return Decoder(loaded_or_model, mesh, decode=eval_cfg.decode, beam_size=eval_cfg.beam_size, alpha=eval_cfg.alpha,
+                 max_len_a=eval_cfg.max_len_a, max_len_b=eval_cfg.max_len_b, n_best=n_best,
+                 return_attention=return_attention)

@@ -1,0 +1,189 @@
+"""Scoring a split: sharded decoding (:mod:`attnjax.inference`) or span prediction of every example, then the task's
+metrics; shared by the training loop's validation and ``python -m attnjax.evaluate`` (:func:`evaluate_checkpoint`).
+
+Process 0 alone scores; the other processes receive its numbers, so every host takes the same decisions (best
+checkpoint, early stop).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import jax
+
+from attnjax import config as config_lib
+from attnjax import fs, inference
+from attnjax import metrics as metrics_lib
+from attnjax.data import squad, tasks
+
+
+@dataclasses.dataclass
+class Predictions:
+  """What a split's evaluation produced, in the split's order (one entry per example)."""
+  scores: dict[str, float]
+  signatures: dict[str, str]
+  hypotheses: list[str] | None = None  # seq2seq
+  references: list[str] | None = None
+  sources: list[str] | None = None
+  attention: list[np.ndarray] | None = None
+  answers: dict[str, str] | None = None  # extractive QA: question id -> answer text
+
+
+def decode_and_score(decoder: inference.Decoder, params, vocabularies, pairs, names, *, max_src_len: int,
+                     batch_size: int) -> Predictions:
+  """Decodes the source of every ``(source, reference)`` pair and scores the hypotheses against the references.
+
+  ``params`` replicated (:func:`attnjax.inference.replicate`). The scores include ``truncated_sources`` and
+  ``empty_sources``: how many sources were cut to ``max_src_len`` tokens for decoding, and how many decoded to "".
+  """
+  sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+  out = inference.translate_texts(decoder, params, vocabularies.src, vocabularies.tgt, sources,
+                                  max_src_len=max_src_len, batch_size=batch_size)
+  scores, signatures = {}, {}
+  if jax.process_index() == 0:
+    scores, signatures = score(out.hypotheses, references, names)
+  scores, signatures = inference.broadcast_json([scores, signatures])
+  scores.update(truncated_sources=out.truncated_sources, empty_sources=out.empty_sources)
+  return Predictions(scores, signatures, out.hypotheses, references, sources, out.attention)
+
+
+def predict_and_score_spans(predictor: inference.SpanPredictor, params, examples, names, version: str, *,
+                            max_question_len: int, max_context_len: int, batch_size: int) -> Predictions:
+  """Answers every question (``examples`` from ``squad.encode_examples(..., drop_unreachable=False)``) and scores
+  EM / F1 as the official script does (every question counts)."""
+  spans = inference.predict_spans(predictor, params, examples, max_question_len=max_question_len,
+                                  max_context_len=max_context_len, batch_size=batch_size)
+  answers = squad.predictions_from_spans(examples, spans)
+  scores = score_spans(answers, examples, names, version) if jax.process_index() == 0 else {}
+  return Predictions(inference.broadcast_json(scores), {}, answers=answers)
+
+
+def score_spans(predictions, examples, names, version: str) -> dict[str, float]:
+  """SQuAD EM / F1 (official normalisation, max over gold answers; v2.0 adds the HasAns / NoAns breakdown)."""
+  scores = metrics_lib.squad_scores(predictions, squad.gold_answers(examples), version=version)
+  unknown = [name for name in names if name not in scores]
+  if unknown:
+    raise ValueError(f"unknown span metric(s) {unknown} (available: exact_match, f1)")
+  extra = [k for k in scores if k.startswith(("HasAns", "NoAns")) and not k.endswith("total")]
+  return {name: float(scores[name]) for name in list(names) + extra}
+
+
+def score(hypotheses, references, names) -> tuple[dict[str, float], dict[str, str]]:
+  """Metric values (percentages) and sacreBLEU / METEOR signatures for the names in ``names``."""
+  values, signatures = {}, {}
+  for name in names:
+    if name == "exact_match":
+      values[name] = 100.0 * float(np.mean([h == r for h, r in zip(hypotheses, references)]))
+    elif name in ("bleu", "chrf", "ter", "meteor"):
+      result = getattr(metrics_lib, name)(hypotheses, references)
+      values[name], signatures[name] = float(result.score), result.signature
+    elif name == "rouge":  # ROUGE-1/2/L/Lsum F1 with stemming, as the summarization papers report
+      values.update(metrics_lib.rouge(hypotheses, [metrics_lib.split_sentences(r) for r in references]))
+    else:
+      raise ValueError(f"unknown decoding metric {name!r}")
+  return values, signatures
+
+
+# ------------------------------------------------------------------------------ a checkpoint of a workdir
+
+
+def _apply_overrides(config, eval_overrides: dict | None, metrics: tuple[str, ...] | None) -> None:
+  overrides = dict(eval_overrides or {})
+  if metrics is not None:
+    overrides["metrics"] = tuple(metrics)
+  for key, value in overrides.items():
+    if key not in config.eval:
+      raise ValueError(f"--eval {key}=...: unknown eval key (known: {sorted(config.eval.keys())})")
+    config.eval[key] = tuple(value) if isinstance(value, list) else value
+
+
+def _task_metrics(config) -> tuple[str, ...]:
+  if config.eval.metrics:
+    return tuple(config.eval.metrics)
+  if config.data.source == "synthetic":
+    return ("exact_match", "bleu", "chrf")
+  if config.data.source in squad.QA_SOURCES:
+    return ("exact_match", "f1")
+  return ("rouge",) if config.data.source in tasks.SUMMARIZATION_SOURCES else ("bleu", "chrf", "ter")
+
+
+def evaluate_checkpoint(workdir: str, *, split: str = "test", checkpoint: str = "best",
+                        average_last: int | None = None, data_dir: str | None = None, limit: int | None = None,
+                        heatmap: str | None = None, eval_overrides: dict | None = None,
+                        metrics: tuple[str, ...] | None = None) -> dict[str, Any]:
+  """Scores ``split`` with the parameters of ``checkpoint`` (or the average of the last ``average_last``).
+
+  Writes next to the checkpoints (process 0): ``hypotheses.<split>.step<N>.txt`` (one detokenized output per example,
+  in order) for seq2seq tasks, ``predictions.<split>.step<N>.json`` (question id -> answer, the official SQuAD
+  format) for extractive QA; ``.avg<K>`` is added to the name for averaged parameters. Returns the scores, the
+  number of examples, the step(s), signatures and paths.
+  """
+  config = config_lib.load_config(workdir)
+  _apply_overrides(config, eval_overrides, metrics)
+  config.eval.split = split
+  config_lib.validate(config)  # the overrides too, naming the key
+  names = _task_metrics(config)
+  if "meteor" in names:
+    metrics_lib.check_meteor_available()
+  qa = config.data.source in squad.QA_SOURCES
+  if heatmap and qa:
+    raise ValueError("heatmap: attention heatmaps are drawn for sequence-to-sequence models, not for "
+                     f"model.name={config.model.name!r}")
+  tasks.resolve_data_dir(config.data, workdir, data_dir)
+  examples = tasks.load_split(config.data, split)  # before the model: a missing file fails fast
+  if limit:
+    examples = examples[:limit]
+  loaded = inference.load_workdir(workdir, checkpoint=checkpoint, average_last=average_last, config=config)
+  tag = f"step{loaded.step}" + (f".avg{len(loaded.steps)}" if len(loaded.steps) > 1 else "")
+  result: dict[str, Any] = {"step": loaded.step, "steps": list(loaded.steps), "split": split,
+                            "examples": len(examples)}
+  e = config.eval
+  if qa:
+    vocab = loaded.vocabularies.src
+    q_len, c_len = int(config.data.get("max_question_len", 64)), int(config.data.get("max_context_len", 384))
+    encoded = squad.encode_examples(examples, vocab, max_context_tokens=c_len, max_question_tokens=q_len,
+                                    drop_unreachable=False)
+    version = "2.0" if squad.squad_version(examples) == "2.0" else "1.1"
+    predictions = predict_and_score_spans(
+        inference.SpanPredictor(loaded.model, loaded.mesh), loaded.params, encoded, names, version,
+        max_question_len=q_len, max_context_len=c_len, batch_size=e.batch_size)
+    out_path = fs.join(workdir, f"predictions.{split}.{tag}.json")
+    if jax.process_index() == 0:
+      fs.write_json(out_path, predictions.answers, indent=1)
+    result.update(predictions.scores, predictions=str(out_path))
+    return result
+  decoder = inference.decoder_for(loaded.model, loaded.mesh, e)
+  predictions = decode_and_score(decoder, loaded.params, loaded.vocabularies, examples, names,
+                                            max_src_len=config.data.max_src_len, batch_size=e.batch_size)
+  out_path = fs.join(workdir, f"hypotheses.{split}.{tag}.txt")
+  if jax.process_index() == 0:
+    fs.write_text(out_path, "".join(h + "\n" for h in predictions.hypotheses))
+  result.update(predictions.scores, signatures=predictions.signatures, hypotheses=str(out_path))
+  if heatmap and examples and jax.process_index() == 0:
+    result["heatmap"] = _heatmap(loaded, config, examples[0][0], heatmap)
+  return result
+
+
+def _heatmap(loaded, config, source: str, path: str) -> str | None:
+  """The cross-attention of the first example's best hypothesis, drawn as a PNG (decoded alone, with attention)."""
+  from attnjax.visualize import attention_heatmap  # pylint: disable=g-import-not-at-top
+  decoder = inference.decoder_for(loaded.model, loaded.mesh, config.eval, return_attention=True)
+  out = inference.translate_texts(decoder, loaded.params, loaded.vocabularies.src, loaded.vocabularies.tgt, [source],
+                                  max_src_len=config.data.max_src_len, batch_size=1)
+  if out.attention is None or not out.attention[0].size:
+    return None
+  hypothesis = out.hypotheses[0]
+  src_vocab, tgt_vocab = loaded.vocabularies.src, loaded.vocabularies.tgt
+  src_tokens = _pieces(src_vocab, source)[:out.attention[0].shape[1]]
+  out_tokens = (_pieces(tgt_vocab, hypothesis) + ["</s>"])[:out.attention[0].shape[0]]
+  weights = out.attention[0][:len(out_tokens), :len(src_tokens)]
+  return attention_heatmap(weights, src_tokens, out_tokens, path, title=f"{source} → {hypothesis}")
+
+
+def _pieces(vocab, text: str) -> list[str]:
+  """The token strings of ``text`` (characters for a character vocabulary, pieces for sentencepiece)."""
+  if hasattr(vocab, "id_to_piece"):
+    return [vocab.id_to_piece(i) for i in vocab.encode(text)]
+  return list(text)
