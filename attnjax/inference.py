@@ -112,9 +112,11 @@ class Decoder:
       raise ValueError(f"greedy decoding gives one hypothesis per sentence, not n_best={n_best}")
     self.rows = RowSharding(mesh)
     self.return_attention = return_attention
+    self.traced_shapes: list[tuple[int, ...]] = []  # the per-device src shapes compiled (each device's share)
     common = dict(max_len_a=max_len_a, max_len_b=max_len_b, return_attention=return_attention)
 
     def local(params, src):  # one device's rows: the search never looks at another row
+      self.traced_shapes.append(tuple(src.shape))
       variables = {"params": params}
       if decode == "beam":
         r = beam_search(model, variables, src, beam_size=beam_size, alpha=alpha, n_best=n_best, **common)

@@ -1,0 +1,167 @@
+"""Evaluation as a TPU VM user needs it: every line of a split scored (over-long sources truncated, empty ones
+decoded to ""), the hypotheses file rescorable with sacrebleu against the original reference file, the same
+hypotheses on 1 device, 8 devices and 2 processes with each device decoding only its share, an evaluator that
+needs neither the training files nor the optimiser state, and multi-host training that agrees on stopping only at
+its sync points."""
+
+import gzip
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from attnjax import config as config_lib
+from attnjax import scoring
+from attnjax.training import checkpointing
+from attnjax.training.loop import train_and_evaluate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WORDS = "the a man woman dog cat sees runs with on red blue big small house street ball child".split()
+N_TEST, TOO_LONG, EMPTY = 40, (3, 11, 29), (5, 17)
+MAX_SRC_LEN = 16  # tokens; the over-long test sources have ~40 words
+
+
+def _sentence(rng, low, high):
+  return " ".join(rng.choice(WORDS, size=rng.integers(low, high)))
+
+
+def _write(path, lines, gz=False):
+  data = "".join(line + "\n" for line in lines).encode("utf-8")
+  with (gzip.open if gz else open)(path, "wb") as f:
+    f.write(data)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+  """A tiny Transformer trained on a "translation" (reversed word order) whose test split has over-long and empty
+  sources. Returns (workdir, data_dir)."""
+  base = tmp_path_factory.mktemp("sharded_eval")
+  data, workdir = base / "data", str(base / "run")
+  data.mkdir()
+  rng = np.random.default_rng(0)
+  for split, n in (("train", 400), ("val", 20), ("test", N_TEST)):
+    src = [_sentence(rng, 2, 8) for _ in range(n)]
+    if split == "test":
+      for i in TOO_LONG:
+        src[i] = _sentence(rng, 40, 41)
+      for i in EMPTY:
+        src[i] = ""
+    tgt = [" ".join(reversed(s.split())) or "nothing" for s in src]
+    _write(data / f"{split}.en", src, gz=split == "train")
+    _write(data / f"{split}.de", tgt)
+  config = config_lib.base_config()
+  from attnjax.data.tasks import use_task  # pylint: disable=g-import-not-at-top
+  use_task(config, "multi30k_en_de")
+  with config.data.unlocked():
+    config.data.update(dict(dir=str(data), splits={"train": "train", "validation": "val", "test": "test"},
+                            vocab_size=40, joint_vocab=True, max_src_len=MAX_SRC_LEN,
+                            max_tgt_len=MAX_SRC_LEN, max_tokens=512, bucket_boundaries=(8,)))
+  config.model.update(dict(num_encoder_layers=1, num_decoder_layers=1, d_model=32, num_heads=4, d_ff=64))
+  config.train.update(dict(steps=30, eval_every=30, checkpoint_every=30, log_every=10, learning_rate=1.0,
+                           warmup_steps=10))
+  config.eval.update(dict(num_decode_examples=8, batch_size=12, max_len_a=1.0, max_len_b=4))
+  train_and_evaluate(config, workdir)
+  return workdir, str(data)
+
+
+def test_every_test_line_is_scored_and_sacrebleu_reproduces_the_bleu(run, tmp_path):
+  workdir, data = run
+  result = scoring.evaluate_checkpoint(workdir, split="test", checkpoint="latest")
+  assert result["examples"] == N_TEST
+  assert result["truncated_sources"] == len(TOO_LONG) and result["empty_sources"] == len(EMPTY)
+  with open(result["hypotheses"], encoding="utf-8") as f:
+    hypotheses = f.read().split("\n")[:-1]
+  assert len(hypotheses) == N_TEST  # one line per reference line
+  assert all(hypotheses[i] == "" for i in EMPTY)
+  reference = os.path.join(data, "test.de")
+  proc = subprocess.run([sys.executable, "-m", "sacrebleu", reference, "-i", result["hypotheses"], "-m", "bleu", "-b",
+                         "-w", "6"], capture_output=True, text=True, check=True)
+  assert float(proc.stdout.strip()) == pytest.approx(result["bleu"], abs=1e-4)
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _spawn(mode, devices, *args):
+  env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu")
+  return subprocess.Popen([sys.executable, "-m", "tests.training.run_eval", mode, *args], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _result(proc):
+  out, err = proc.communicate(timeout=600)
+  assert proc.returncode == 0, err[-3000:]
+  return json.loads(out.strip().splitlines()[-1])
+
+
+def _hypotheses(result):
+  with open(result["hypotheses"], encoding="utf-8") as f:
+    return f.read()
+
+
+def test_eight_devices_and_two_processes_give_the_one_device_hypotheses_each_decoding_its_share(run):
+  workdir, _ = run
+  one = _result(_spawn("evaluate", 1, f"--workdir={workdir}"))
+  reference = _hypotheses(one)
+  eight = _result(_spawn("evaluate", 8, f"--workdir={workdir}"))
+  assert eight["devices"] == 8 and _hypotheses(eight) == reference
+  assert eight["bleu"] == one["bleu"]
+  # eval.batch_size 12 rounds up to 16 rows on 8 devices: every device's program decodes 2 of them
+  assert {shape[0] for shape in eight["traced_shapes"]} == {2}
+  port = _free_port()
+  procs = [_spawn("evaluate", 2, f"--workdir={workdir}", f"--process_id={i}", "--num_processes=2", f"--port={port}")
+           for i in range(2)]
+  results = [_result(p) for p in procs]
+  assert all(r["processes"] == 2 and r["devices"] == 4 for r in results)
+  assert _hypotheses(results[0]) == reference
+  assert all(r["bleu"] == one["bleu"] for r in results)  # process 0 scored, process 1 received its numbers
+  assert {shape[0] for r in results for shape in r["traced_shapes"]} == {3}  # 12 rows over 4 devices
+
+
+def test_evaluate_needs_neither_the_training_files_nor_the_optimizer_state(run, tmp_path, monkeypatch):
+  workdir, data = run
+  only_test = tmp_path / "only_test"
+  only_test.mkdir()
+  for name in ("test.en", "test.de"):
+    shutil.copy(os.path.join(data, name), only_test / name)
+  restored_items = []
+  original = checkpointing.ocp.CheckpointManager.restore
+
+  def spy(self, step, args=None, **kwargs):
+    restored_items.append(args)
+    return original(self, step, args=args, **kwargs)
+
+  monkeypatch.setattr(checkpointing.ocp.CheckpointManager, "restore", spy)
+  monkeypatch.setattr(checkpointing.Checkpointer, "restore",
+                      lambda *a, **k: pytest.fail("the full train state was restored"))
+  result = scoring.evaluate_checkpoint(workdir, split="test", checkpoint="latest", data_dir=str(only_test))
+  assert result["examples"] == N_TEST
+  (args,) = restored_items
+  assert set(args.keys()) == {"state"} and set(args["state"].item) == {"params"}  # no opt_state, step, rng, data
+
+
+def test_two_process_training_agrees_on_stopping_only_at_sync_points(tmp_path):
+  config = json.loads(_tiny_config().to_json_best_effort())
+  port = _free_port()
+  # process 1 alone is SIGTERMed after step 7; the next sync point (sync_every=5) is step 10: both save step 10
+  procs = [_spawn("train", 2, f"--workdir={tmp_path}", f"--config={json.dumps(config)}", f"--process_id={i}",
+                  "--num_processes=2", f"--port={port}", *(["--sigterm_at=7"] if i == 1 else [])) for i in range(2)]
+  results = [_result(p) for p in procs]
+  for r in results:
+    assert r["step"] == 10 and r["checkpoints"] == [10]
+    assert r["sync_agreements"] == 2  # steps 5 and 10: no host-device agreement at the 8 other steps
+
+
+def _tiny_config():
+  from tests.training.run_steps import tiny_config  # pylint: disable=g-import-not-at-top
+  config = tiny_config((4, 1, 1))
+  config.train.update(dict(steps=20, sync_every=5, log_every=100, eval_every=100, checkpoint_every=100))
+  return config
