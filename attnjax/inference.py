@@ -111,7 +111,7 @@ class Decoder:
     if decode == "greedy" and n_best != 1:
       raise ValueError(f"greedy decoding gives one hypothesis per sentence, not n_best={n_best}")
     self.rows = RowSharding(mesh)
-    self.return_attention = return_attention
+    self.return_attention, self.n_best = return_attention, n_best
     self.traced_shapes: list[tuple[int, ...]] = []  # the per-device src shapes compiled (each device's share)
     common = dict(max_len_a=max_len_a, max_len_b=max_len_b, return_attention=return_attention)
 
@@ -162,7 +162,7 @@ def translate_texts(decoder: Decoder, params, src_vocab, tgt_vocab, texts: Seque
                     truncated, len(texts), max_src_len)
   encoded = [ids[:max_src_len] for ids in encoded]
   order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: -len(encoded[i]))
-  n_best = [[("", 0.0)] for _ in texts]
+  n_best = [[("", 0.0)] * decoder.n_best for _ in texts]
   attention = [np.zeros((0, len(ids)), np.float32) for ids in encoded] if decoder.return_attention else None
   rows = decoder.rows.rows(batch_size)
   for begin in range(0, len(order), rows):

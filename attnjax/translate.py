@@ -4,8 +4,8 @@
                                 [--average_last=N] [--beam_size=4] [--alpha=0.6] [--n_best=1] [--batch_size=64]
     echo "A man is riding a bike ." | python -m attnjax.translate --workdir=runs/multi30k
 
-Reads one sentence per line (stdin, or ``--input``: a local path or a bucket URL) and writes one translation per line
-in the same order (stdout, or ``--output``). With ``--n_best=K > 1`` every input gives K lines
+Reads one sentence per line (stdin, or ``--input``: a local path or a bucket URL, gzipped or not) and writes one
+translation per line in the same order (stdout, or ``--output``). With ``--n_best=K > 1`` every input gives K lines
 ``<input line number>\\t<score>\\t<hypothesis>``, best first (the score is the length-normalised log-probability).
 Loads only the vocabulary and the parameters of the workdir (see :func:`attnjax.inference.load_workdir`); decoding is
 sharded over every device. Empty lines give empty translations; lines longer than ``data.max_src_len`` tokens are
@@ -24,7 +24,7 @@ from attnjax.data import squad
 from attnjax.training.loop import quiet_orbax_logging
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "training workdir (config.json, vocabulary, checkpoints/)")
-_INPUT = flags.DEFINE_string("input", None, "file with one source sentence per line (default: stdin)")
+_INPUT = flags.DEFINE_string("input", None, "file with one source sentence per line, may be gzipped (default: stdin)")
 _OUTPUT = flags.DEFINE_string("output", None, "where the translations go (default: stdout)")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "best", "'best', 'latest' or a step number")
 _AVERAGE_LAST = flags.DEFINE_integer("average_last", None, "average the parameters of the last N checkpoints")
@@ -58,11 +58,18 @@ def format_output(out: inference.Translations, n_best: int) -> str:
                  for hypothesis, score in hypotheses)
 
 
+def _read_input(path: str) -> str:
+  """The text of ``path``, gunzipped if it is gzip (as the data readers do): a split's own ``test.en.gz`` in a
+  bucket can be translated as it is."""
+  with fs.open_binary(path) as f:
+    return f.read().decode("utf-8")
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   quiet_orbax_logging()
-  text = fs.read_text(_INPUT.value) if _INPUT.value else sys.stdin.read()
+  text = _read_input(_INPUT.value) if _INPUT.value else sys.stdin.read()
   lines = text.split("\n")
   if lines and lines[-1] == "":
     lines.pop()  # the newline that ends the last line does not start another

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import io
+import os
+
 import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on servers and CI
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+from attnjax import fs  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 
 def attention_heatmap(weights, source_tokens, output_tokens, path: str, *, title: str = "") -> str:
-  """Writes ``weights [len(output_tokens), len(source_tokens)]`` as a heatmap PNG at ``path``; returns ``path``.
+  """Writes ``weights [len(output_tokens), len(source_tokens)]`` as a heatmap PNG at ``path`` (a local path or a
+  bucket URL; the format follows the suffix); returns ``path``.
 
   Rows are output tokens (top to bottom), columns source tokens; each row is one decoder step's attention.
   """
@@ -30,6 +36,10 @@ def attention_heatmap(weights, source_tokens, output_tokens, path: str, *, title
     ax.set_title(title, fontsize=9)
   fig.colorbar(image, ax=ax, fraction=0.04)
   fig.tight_layout()
-  fig.savefig(path)
+  # Rendered in memory and written through attnjax.fs: matplotlib opens a path with the builtin open(), which cannot
+  # write to gs://.
+  buffer = io.BytesIO()
+  fig.savefig(buffer, format=os.path.splitext(os.fspath(path))[1][1:].lower() or "png")
   plt.close(fig)
+  fs.write_bytes(path, buffer.getvalue())
   return path

@@ -9,6 +9,7 @@ Cloud Storage involved.
     with fake_gcs() as gcs:              # or the ``fake_gcs_server`` fixture
       subprocess.run([...], env={**os.environ, **gcs.env})   # a CLI writing to gs://bucket/...
       with gcs.environ():                # this process's epath sees the same bucket
+        gcs.refresh()                    # after other processes wrote to it: drop cached listings
         epath.Path(gcs.root, "runs").iterdir()
 """
 
@@ -16,8 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from http import HTTPStatus
+import logging
 import os
 import socket
+import sys
 import tempfile
 from typing import Iterator
 
@@ -36,11 +40,12 @@ class FakeGcs:
 
   @contextlib.contextmanager
   def environ(self) -> Iterator[None]:
-    """Sets :attr:`env` in this process (restored on exit) and drops gcsfs's cached filesystems, which keep the
-    endpoint they were created with: an instance left from another emulator would talk to a closed port."""
+    """Sets :attr:`env` in this process (restored on exit) and drops the cached GCS filesystems (see
+    :meth:`refresh`): they keep the endpoint they were created with, so one left from another emulator would talk to
+    a closed port."""
     previous = {key: os.environ.get(key) for key in self.env}
     os.environ.update(self.env)
-    _clear_gcsfs_cache()
+    self.refresh()
     try:
       yield
     finally:
@@ -49,12 +54,22 @@ class FakeGcs:
           os.environ.pop(key, None)
         else:
           os.environ[key] = value
-      _clear_gcsfs_cache()
+      self.refresh()
+
+  def refresh(self) -> None:
+    """Forgets this process's cached GCS filesystem and with it its cached listings: gcsfs caches every directory it
+    lists, so after a subprocess wrote to the bucket, epath here would not see the new objects."""
+    _clear_gcsfs_cache()
 
 
 def _clear_gcsfs_cache() -> None:
   import gcsfs  # pylint: disable=g-import-not-at-top
+  from etils.epath import backend  # pylint: disable=g-import-not-at-top
   gcsfs.GCSFileSystem.clear_instance_cache()
+  # epath keeps the first filesystem it made for gs:// (an lru_cache): private API, but the only way to drop it
+  getter = getattr(backend.fsspec_backend, "_get_filesystem", None)
+  if hasattr(getter, "cache_clear"):
+    getter.cache_clear()
 
 
 def _free_port() -> int:
@@ -69,7 +84,6 @@ def _quiet_disconnects(httpd) -> None:
   default = httpd.handle_error
 
   def handle_error(request, client_address):
-    import sys  # pylint: disable=g-import-not-at-top
     if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
       return
     default(request, client_address)
@@ -77,12 +91,57 @@ def _quiet_disconnects(httpd) -> None:
   httpd.handle_error = handle_error
 
 
+def _send_generation_headers() -> None:
+  """Makes the emulator's downloads carry ``x-goog-generation`` / ``x-goog-metageneration``, as Cloud Storage's do.
+
+  TensorStore's GCS driver takes an object's generation from those headers and makes its next write of the object
+  conditional on it; without them it holds a malformed generation and the write fails ("Malformed StorageGeneration")
+  as soon as Orbax's OCDBT store reads its manifest back to update it, which a train state's checkpoint does (a toy
+  one of two arrays happens not to). Patched once, in the module (``get`` with ``alt=media`` calls it by name) and in
+  the route table (which holds the function itself).
+
+  The emulator still ignores the preconditions themselves (``ifGenerationMatch``): enough for one writer per object,
+  as here (each process has its own ``ocdbt.process_<i>``), not for testing what concurrent writers do.
+  """
+  from gcp_storage_emulator import server  # pylint: disable=g-import-not-at-top
+  from gcp_storage_emulator.exceptions import NotFound  # pylint: disable=g-import-not-at-top
+  from gcp_storage_emulator.handlers import objects  # pylint: disable=g-import-not-at-top
+  original = objects.download
+  if getattr(original, "sends_generation", False):
+    return
+
+  def download(request, response, storage, *args, **kwargs):
+    original(request, response, storage, *args, **kwargs)
+    if response.status in (HTTPStatus.OK, HTTPStatus.PARTIAL_CONTENT):
+      try:
+        obj = storage.get_file_obj(request.params["bucket_name"], request.params["object_id"])
+      except NotFound:
+        return
+      response["x-goog-generation"] = str(obj["generation"])
+      response["x-goog-metageneration"] = str(obj.get("metageneration", "1"))
+
+  download.sends_generation = True
+  objects.download = download
+  for _, handlers in server.HANDLERS:
+    for method, handler in handlers.items():
+      if handler is original:
+        handlers[method] = download
+
+
 @contextlib.contextmanager
 def fake_gcs(bucket: str = BUCKET) -> Iterator[FakeGcs]:
   """Runs ``gcp-storage-emulator`` on a free local port, storing objects in a temporary directory, with ``bucket``
   created; yields a :class:`FakeGcs` and stops the server (and removes the directory) on exit."""
   from gcp_storage_emulator.server import create_server  # pylint: disable=g-import-not-at-top
-  with tempfile.TemporaryDirectory(prefix="fake_gcs_") as data_dir:
+  _send_generation_headers()
+  # The storage layer logs every missing object as an ERROR, but a 404 is how clients learn that a file does not
+  # exist yet (every checkpoint probes a few): only noise in a failing test's log.
+  storage_logger = logging.getLogger("gcp_storage_emulator.storage")
+  previous_level = storage_logger.level
+  storage_logger.setLevel(logging.CRITICAL)
+  with contextlib.ExitStack() as stack:
+    stack.callback(storage_logger.setLevel, previous_level)
+    data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="fake_gcs_"))
     port = _free_port()
     server = create_server("127.0.0.1", port, in_memory=False, default_bucket=bucket, data_dir=data_dir)
     server.start()

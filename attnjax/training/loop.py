@@ -35,14 +35,16 @@ def maybe_initialize_distributed(cfg) -> None:
                jax.process_count(), jax.local_device_count(), jax.device_count())
 
 
-class _QuietOrbax(py_logging.Filter):
-  def filter(self, record):  # Orbax narrates every save at INFO; keep its warnings
-    return record.levelno >= py_logging.WARNING or "orbax" not in record.pathname
+class _QuietLibraries(py_logging.Filter):
+  def filter(self, record):  # Orbax narrates every save and gcsfs every read at INFO; keep their warnings
+    return record.levelno >= py_logging.WARNING or not any(name in record.pathname for name in ("orbax", "gcsfs"))
 
 
 def quiet_orbax_logging() -> None:
-  """Drops Orbax's INFO chatter from the absl log handler (CLIs call this; libraries leave logging alone)."""
-  logging.get_absl_handler().addFilter(_QuietOrbax())
+  """Drops Orbax's and gcsfs' INFO chatter from the absl log handler (CLIs call this; libraries leave logging
+  alone)."""
+  logging.get_absl_handler().addFilter(_QuietLibraries())
+  py_logging.getLogger("gcsfs").setLevel(py_logging.WARNING)
 
 
 def measured_peak_flops() -> float:

@@ -51,9 +51,9 @@ def get_config():
   d.splits = {"train": "train", "validation": "val", "test": "test"}
   d.vocab_size = 64
   d.joint_vocab = True
-  d.max_src_len, d.max_tgt_len = 24, 24
-  d.max_tokens = 384
-  d.bucket_boundaries = (12,)
+  d.max_src_len, d.max_tgt_len = 48, 48
+  d.max_tokens = 768
+  d.bucket_boundaries = (24,)
   m = config.model
   m.num_encoder_layers = m.num_decoder_layers = 1
   m.d_model, m.num_heads, m.d_ff = 32, 2, 64
@@ -86,8 +86,8 @@ def _sentence(rng: random.Random) -> tuple[str, str]:
 
 
 def _upload_data(root: epath.Path) -> dict[str, list[str]]:
-  """Writes train/val/test ``.en`` / ``.de`` files into the bucket (training files and the German side gzipped, as
-  Multi30k's raw files are); returns each split's source lines."""
+  """Writes train/val/test ``.en`` / ``.de`` files into the bucket, train and test gzipped as Multi30k's raw files
+  are, val plain (both are read); returns each split's source lines."""
   rng = random.Random(0)
   sources = {}
   for split, n in SPLITS.items():
@@ -95,7 +95,7 @@ def _upload_data(root: epath.Path) -> dict[str, list[str]]:
     sources[split] = [en for en, _ in pairs]
     for lang, lines in (("en", [en for en, _ in pairs]), ("de", [de for _, de in pairs])):
       data = "".join(line + "\n" for line in lines).encode("utf-8")
-      if split == "train" or lang == "de":
+      if split != "val":
         (root / f"{split}.{lang}.gz").write_bytes(gzip.compress(data))
       else:
         (root / f"{split}.{lang}").write_bytes(data)
@@ -132,7 +132,11 @@ def test_train_evaluate_translate_and_resume_with_everything_in_a_bucket(tmp_pat
   # path would land.
   env = dict(os.environ, JAX_PLATFORMS="cpu", **fake_gcs_server.env)
   env.pop("XLA_FLAGS", None)
-  run = lambda module, *args: _run(module, *args, cwd=tmp_path, env=env)
+
+  def run(module, *args):
+    proc = _run(module, *args, cwd=tmp_path, env=env)
+    fake_gcs_server.refresh()  # this process's cached listings predate what the subprocess wrote
+    return proc
 
   run("attnjax.train", f"--config={config_file}", f"--workdir={workdir}", f"--config.data.dir={data_dir}")
 
@@ -147,22 +151,25 @@ def test_train_evaluate_translate_and_resume_with_everything_in_a_bucket(tmp_pat
   assert len(events) == 1
   assert {"train/loss", "train/learning_rate", "eval/loss", "eval/bleu"} <= _event_tags(events[0].read_bytes())
 
-  proc = run("attnjax.evaluate", f"--workdir={workdir}", "--split=test", "--checkpoint=latest")
+  heatmap = workdir / "attention.png"
+  proc = run("attnjax.evaluate", f"--workdir={workdir}", "--split=test", "--checkpoint=latest", f"--heatmap={heatmap}")
   result = json.loads(proc.stdout[proc.stdout.index("{"):])
   hypotheses = workdir / f"hypotheses.test.step{STEPS}.txt"
   assert result["step"] == STEPS and result["examples"] == SPLITS["test"] and result["hypotheses"] == str(hypotheses)
-  assert "bleu" in result
+  assert "bleu" in result and result["heatmap"] == str(heatmap)
+  assert heatmap.read_bytes().startswith(b"\x89PNG")
   assert len(hypotheses.read_text(encoding="utf-8").split("\n")) == SPLITS["test"] + 1  # one line per example + ""
 
   out = bucket / "out.txt"
-  run("attnjax.translate", f"--workdir={workdir}", f"--input={data_dir / 'test.en'}", f"--output={out}",
+  run("attnjax.translate", f"--workdir={workdir}", f"--input={data_dir / 'test.en.gz'}", f"--output={out}",
       "--checkpoint=latest")
   assert len(out.read_text(encoding="utf-8").split("\n")) == len(sources["test"]) + 1
 
   proc = run("attnjax.train", f"--config={config_file}", f"--workdir={workdir}", f"--config.data.dir={data_dir}",
              f"--config.train.steps={MORE_STEPS}")
   assert f"resuming from step {STEPS}" in proc.stderr
-  assert int(MORE_STEPS) in [int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit()]
+  assert f"Reusing the sentencepiece model {workdir / 'spm.model'}" in proc.stderr
+  assert MORE_STEPS in [int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit()]
   history = (workdir / "config_history.jsonl").read_text().splitlines()
   assert len(history) == 1 and "train.steps" in history[0]  # the harmless change is recorded in the bucket
 

@@ -62,7 +62,7 @@ def run(tmp_path_factory):
                             vocab_size=40, joint_vocab=True, max_src_len=MAX_SRC_LEN,
                             max_tgt_len=MAX_SRC_LEN, max_tokens=512, bucket_boundaries=(8,)))
   config.model.update(dict(num_encoder_layers=1, num_decoder_layers=1, d_model=32, num_heads=4, d_ff=64))
-  config.train.update(dict(steps=30, eval_every=30, checkpoint_every=30, log_every=10, learning_rate=1.0,
+  config.train.update(dict(steps=30, eval_every=30, checkpoint_every=15, log_every=10, learning_rate=1.0,
                            warmup_steps=10))
   config.eval.update(dict(num_decode_examples=8, batch_size=12, max_len_a=1.0, max_len_b=4))
   train_and_evaluate(config, workdir)
@@ -165,3 +165,40 @@ def _tiny_config():
   config = tiny_config((4, 1, 1))
   config.train.update(dict(steps=20, sync_every=5, log_every=100, eval_every=100, checkpoint_every=100))
   return config
+
+
+def test_average_last_two_checkpoints_decodes_with_the_mean_parameters(run):
+  import jax  # pylint: disable=g-import-not-at-top
+  from attnjax import inference  # pylint: disable=g-import-not-at-top
+  workdir, _ = run
+  averaged = inference.load_workdir(workdir, average_last=2)
+  assert averaged.steps == (15, 30)
+  one, two = (inference.load_workdir(workdir, checkpoint=str(step)).params for step in (15, 30))
+  for got, a, b in zip(*(jax.tree_util.tree_leaves(t) for t in (averaged.params, one, two))):
+    np.testing.assert_allclose(np.asarray(got), (np.asarray(a) + np.asarray(b)) / 2, rtol=1e-6, atol=1e-7)
+  with pytest.raises(ValueError, match="--average_last=5 needs 5 checkpoints"):
+    inference.load_workdir(workdir, average_last=5)
+  result = scoring.evaluate_checkpoint(workdir, split="test", average_last=2)
+  assert result["steps"] == [15, 30] and result["hypotheses"].endswith("hypotheses.test.step30.avg2.txt")
+
+
+def test_translate_writes_one_line_per_input_line_and_n_best_lists(run, tmp_path):
+  workdir, data = run
+  sources = open(os.path.join(data, "test.en"), encoding="utf-8").read().split("\n")[:-1]
+  output = tmp_path / "out.txt"
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  subprocess.run([sys.executable, "-m", "attnjax.translate", f"--workdir={workdir}", "--checkpoint=latest",
+                  f"--input={os.path.join(data, 'test.en')}", f"--output={output}"], cwd=ROOT, env=env, check=True,
+                 capture_output=True, text=True)
+  translations = output.read_text(encoding="utf-8").split("\n")[:-1]
+  evaluated = _hypotheses(scoring.evaluate_checkpoint(workdir, split="test", checkpoint="latest")).split("\n")[:-1]
+  assert translations == evaluated and len(translations) == len(sources)  # same search, same order
+  proc = subprocess.run([sys.executable, "-m", "attnjax.translate", f"--workdir={workdir}", "--checkpoint=latest",
+                         "--n_best=3", "--beam_size=4"], cwd=ROOT, env=env, check=True, capture_output=True, text=True,
+                        input="the man sees a dog\n\nthe red ball\n")
+  rows = [line.split("\t") for line in proc.stdout.split("\n")[:-1]]
+  assert [int(r[0]) for r in rows] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+  for i in (0, 2):
+    scores = [float(r[1]) for r in rows if int(r[0]) == i]
+    assert scores == sorted(scores, reverse=True)  # best first
+  assert [r[2] for r in rows if int(r[0]) == 1] == ["", "", ""]  # the empty line
