@@ -34,6 +34,8 @@ METRICS = ("exact_match", "bleu", "chrf", "ter", "meteor", "rouge1", "rouge2", "
 def base_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.seed = 0
+  # where the experiment is meant to run (attnjax/targets.py): its mesh and dtype are set by targets.use_target
+  c.target = "cpu"
 
   c.data = ml_collections.ConfigDict(dict(
       source="synthetic",  # see attnjax.data.tasks
@@ -59,7 +61,12 @@ def base_config() -> ml_collections.ConfigDict:
 
   c.train = ml_collections.ConfigDict(dict(
       steps=3000,
+      optimizer="adam",  # adam | sgd | adadelta | adagrad (attnjax/training/optim.py)
+      momentum=0.0,  # sgd
+      nesterov=False,  # sgd
       schedule="rsqrt",  # lr = learning_rate · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)
+      decay_start=0,  # schedule "halving": halve at decay_start, then every decay_every steps
+      decay_every=1,
       learning_rate=0.3,  # peak 1.3e-3 at d_model 128: post-norm diverges much above that
       warmup_steps=400,
       adam_b1=0.9,
@@ -170,6 +177,14 @@ def validate(config) -> None:
       if key not in base[section] and not (section == "data" and key in TEXT_SOURCE_KEYS):
         _fail(f"{section}.{key}", f"unknown key (known: {sorted(base[section].keys())})")
   d, t, e, m = config.data, config.train, config.eval, config.mesh
+  from attnjax import targets  # pylint: disable=g-import-not-at-top
+  if config.target not in targets.TARGETS:
+    _fail("target", f"unknown target {config.target!r}; known: {sorted(targets.TARGETS)}")
+  from attnjax.training.optim import OPTIMIZERS, SCHEDULES  # pylint: disable=g-import-not-at-top
+  if t.optimizer not in OPTIMIZERS:
+    _fail("train.optimizer", f"must be one of {OPTIMIZERS}, got {t.optimizer!r}")
+  if t.schedule not in SCHEDULES:
+    _fail("train.schedule", f"must be one of {SCHEDULES}, got {t.schedule!r}")
   if d.source not in DATA_SOURCES:
     _fail("data.source", f"must be one of {DATA_SOURCES}, got {d.source!r}")
   if d.pack and config.model.name != "transformer":

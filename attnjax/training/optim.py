@@ -1,8 +1,11 @@
 """Optimiser and learning-rate schedules from the config, with optax.
 
 Vaswani et al. 2017 §5.3: Adam(β₁ 0.9, β₂ 0.98, ε 1e-9) and lr = d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)
-("rsqrt"), here optionally times a ``learning_rate`` factor. Also ``constant`` and ``linear_warmup_cosine``.
-Gradient clipping by global norm precedes Adam.
+("rsqrt"), here optionally times a ``learning_rate`` factor. Also ``constant``, ``linear_warmup_cosine`` and
+``halving`` (the RNN papers' plain SGD schedule: constant, then halved every ``decay_every`` steps from
+``decay_start``: Sutskever et al. 2014 halve every half epoch after 5 epochs, Luong et al. 2015 every epoch after 5).
+Gradient clipping by global norm precedes the optimiser: ``adam`` (AdamW with ``weight_decay``), ``sgd`` (with
+``momentum``, Nesterov's when ``nesterov``: ConvS2S), ``adadelta`` (RNNsearch) or ``adagrad`` (See et al. 2017).
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import optax
 
-SCHEDULES = ("rsqrt", "constant", "linear_warmup_cosine")
+SCHEDULES = ("rsqrt", "constant", "linear_warmup_cosine", "halving")
+OPTIMIZERS = ("adam", "sgd", "adadelta", "adagrad")
 
 
 def learning_rate_schedule(cfg, d_model: int | None = None):
@@ -27,6 +31,12 @@ def learning_rate_schedule(cfg, d_model: int | None = None):
     return optax.linear_schedule(0.0, lr, max(warmup, 1)) if warmup else optax.constant_schedule(lr)
   if name == "linear_warmup_cosine":
     return optax.warmup_cosine_decay_schedule(0.0, lr, max(warmup, 1), max(int(cfg.steps), warmup + 1))
+  if name == "halving":
+    start, every = int(cfg.get("decay_start", 0)), max(int(cfg.get("decay_every", 1)), 1)
+    def halving(step):
+      halvings = jnp.maximum(jnp.floor((jnp.asarray(step, jnp.float32) - start) / every) + 1, 0)
+      return lr * 0.5**halvings
+    return halving
   raise ValueError(f"train.schedule must be one of {SCHEDULES}, got {name!r}")
 
 
@@ -36,6 +46,17 @@ def make_optimizer(cfg, d_model: int | None = None):
   parts = []
   if cfg.grad_clip_norm and cfg.grad_clip_norm > 0:
     parts.append(optax.clip_by_global_norm(cfg.grad_clip_norm))
-  parts.append(optax.adamw(schedule, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps,
-                           weight_decay=cfg.weight_decay))
+  name = cfg.get("optimizer", "adam")
+  if name == "adam":
+    parts.append(optax.adamw(schedule, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps,
+                             weight_decay=cfg.weight_decay))
+  elif name == "sgd":
+    momentum = cfg.get("momentum", 0.0) or None
+    parts.append(optax.sgd(schedule, momentum=momentum, nesterov=bool(cfg.get("nesterov", False)) and bool(momentum)))
+  elif name == "adadelta":
+    parts.append(optax.adadelta(schedule, rho=0.95, eps=1e-6))  # Zeiler 2012, as RNNsearch trained
+  elif name == "adagrad":
+    parts.append(optax.adagrad(schedule, initial_accumulator_value=0.1))
+  else:
+    raise ValueError(f"train.optimizer must be one of {OPTIMIZERS}, got {name!r}")
   return optax.chain(*parts), schedule

@@ -58,6 +58,7 @@ HARMLESS = (
     "train.best_mode",
     "eval",
     "mesh",  # a checkpoint restores onto another mesh
+    "target",  # the deployment (its dtype shows up as model.dtype, which does change the run)
     "distributed",
     "data.dir",  # the same data, moved
     "data.tfds_data_dir",

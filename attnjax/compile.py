@@ -1,0 +1,273 @@
+"""Ahead-of-time compilation of an experiment for its target: does it compile, does it fit, how long will it take?
+
+    python -m attnjax.compile --config=experiments/wmt14_en_de/transformer_base.py [--target=tpu-v4-8]
+    python -m attnjax.compile --all --out=docs/study_cost.md          # every experiment on its default target
+
+Builds the experiment's real sharded train step (forward, backward, optimiser update, gradient accumulation) and its
+sharded beam-search decode step with abstract inputs at the experiment's real shapes (the largest bucket of a global
+batch), on the target's devices, and compiles both on this machine:
+
+* TPU targets: the slice's topology from ``jax.experimental.topologies`` (needs libtpu: ``pip install -e
+  '.[tpu]'``), so the program is exactly the one the TPU VM would run, sharded over its chips.
+* GPU targets: the same program compiled for as many simulated host devices as the target has, which checks the
+  sharding; memory is XLA's estimate for that program.
+
+It prints XLA's numbers: per-device memory (arguments, outputs, temporaries, total) against the chip's HBM, FLOPs and
+bytes accessed per step, and from them an **estimate** of the step time (a roofline: the larger of FLOPs / peak and
+bytes / HBM bandwidth) and of device-hours for ``train.steps``. XLA does not count FLOPs inside custom calls (Pallas
+kernels); none is used here. An experiment that does not fit exits with an error naming the number and what to try.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import math
+import os
+import sys
+
+from absl import app, flags
+
+_CONFIG = flags.DEFINE_string("config", None, "experiment file (optionally FILE:TARGET)")
+_TARGET = flags.DEFINE_string("target", None, "target to compile for (default: the experiment's own)")
+_ALL = flags.DEFINE_bool("all", False, "compile every experiment of the study (experiments/<task>/<model>.py)")
+_OUT = flags.DEFINE_string("out", None, "with --all: write the cost table (markdown) here")
+_DECODE = flags.DEFINE_bool("decode", True, "also compile the beam-search decode step")
+
+STUDY_DIRS = ("wmt14_en_de", "wmt14_en_fr", "cnn_dailymail", "xsum", "squad_v1", "squad_v2")
+GiB = 1024**3
+
+
+class DoesNotFit(ValueError):
+  pass
+
+
+def load_experiment(spec: str, target: str | None = None):
+  """The config of ``FILE`` or ``FILE:TARGET`` (``get_config(target)``), re-targeted to ``target`` if given."""
+  from attnjax import targets  # pylint: disable=g-import-not-at-top
+  path, _, arg = spec.partition(":")
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"--config={path}: no such experiment file")
+  module_spec = importlib.util.spec_from_file_location(f"experiment_{abs(hash(path))}", path)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  config = module.get_config(arg) if arg else module.get_config()
+  if target:
+    targets.use_target(config, target)
+  return config
+
+
+@dataclasses.dataclass
+class Report:
+  experiment: str
+  target: str
+  params: int
+  seed_params: float | None
+  step: dict  # memory and cost of the train step (per device)
+  decode: dict | None
+  step_seconds: float | None
+  device_hours: float | None
+  fits: bool
+  batch: str
+
+
+def _devices(target):
+  import jax  # pylint: disable=g-import-not-at-top
+  if target.platform == "tpu":
+    try:
+      from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
+      topology = topologies.get_topology_desc(platform="tpu", topology_name=target.topology)
+    except Exception as e:  # pylint: disable=broad-except  (RuntimeError, or no TPU plugin at all)
+      raise RuntimeError(f"target {target.name} needs libtpu to compile for topology {target.topology!r} on this "
+                         f"machine: pip install -e '.[tpu]' ({type(e).__name__}: {str(e).splitlines()[0][:200]})") \
+          from None
+    return list(topology.devices)
+  if jax.device_count() < target.num_devices:
+    raise RuntimeError(f"target {target.name} has {target.num_devices} devices but JAX sees {jax.device_count()}: run "
+                       f"with XLA_FLAGS=--xla_force_host_platform_device_count={target.num_devices} (the compile CLI "
+                       f"sets it)")
+  return jax.devices()[:target.num_devices]
+
+
+def _memory(compiled) -> dict:
+  m = compiled.memory_analysis()
+  total = m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes
+  cost = compiled.cost_analysis()
+  cost = (cost[0] if isinstance(cost, (list, tuple)) else cost) or {}
+  return {"arguments": m.argument_size_in_bytes, "outputs": m.output_size_in_bytes, "temporaries": m.temp_size_in_bytes,
+          "aliased": m.alias_size_in_bytes, "total": total, "flops": float(cost.get("flops", 0.0)),
+          "bytes_accessed": float(cost.get("bytes accessed", 0.0))}
+
+
+def _batch_shape(config, dp: int):
+  """Rows and padded lengths of the experiment's largest global batch (what memory must hold)."""
+  d, accum = config.data, config.train.grad_accum_steps
+  round8 = lambda n: -(-n // 8) * 8
+  if config.model.name == "span_qa":
+    q, c = round8(d.max_question_len), round8(d.max_context_len + 1)
+    longest = max(q, c)
+  else:
+    q, c = round8(d.max_src_len), round8(d.max_tgt_len)
+    longest = max(q, c)
+  if d.batch_size:
+    rows = d.batch_size
+  else:
+    multiple = dp * accum
+    rows = max(d.max_tokens // longest // multiple, 1) * multiple
+  return rows, q, c
+
+
+def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report:
+  """Compiles ``config``'s train step (and decode step) for ``config.target``; see the module docstring."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from jax.sharding import NamedSharding  # pylint: disable=g-import-not-at-top
+  from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
+  from attnjax import inference, recipes, targets  # pylint: disable=g-import-not-at-top
+  from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
+  from attnjax.training import partitioning, steps  # pylint: disable=g-import-not-at-top
+  from attnjax.training.optim import make_optimizer  # pylint: disable=g-import-not-at-top
+  from attnjax.training.state import state_shardings  # pylint: disable=g-import-not-at-top
+
+  config_lib.validate(config)
+  target = targets.get(config.target)
+  targets.check_batch(config, target)
+  devices = _devices(target)
+  mesh = partitioning.create_mesh(config.mesh.axes, config.mesh.shape, devices=devices)
+  rules = config.mesh.rules
+  vocab = -(-int(config.data.get("vocab_size", 8000)) // config.data.vocab_multiple) * config.data.vocab_multiple
+  model = build_model(config.model.to_dict(), src_vocab_size=vocab, tgt_vocab_size=vocab)
+  d_model = getattr(model, "d_model", None) or getattr(model, "hidden_dim", None)
+  tx, schedule = make_optimizer(config.train, d_model)
+  abstract, sharding = state_shardings(model, tx, mesh, rules, jax.random.PRNGKey(0))
+  state = jax.tree_util.tree_map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, sharding)
+  params = sum(math.prod(x.shape) for x in jax.tree_util.tree_leaves(abstract.params))
+  dp = partitioning.data_parallel_size(mesh, rules)
+  rows, q, c = _batch_shape(config, dp)
+  span = config.model.name == "span_qa"
+  if span:
+    shapes = {"question": (rows, q), "question_mask": (rows, q), "context": (rows, c), "context_mask": (rows, c),
+              "start_positions": (rows,), "end_positions": (rows,), "is_impossible": (rows,), "weights": (rows,)}
+    bool_keys = ("question_mask", "context_mask", "is_impossible")
+    batch_sharding = steps.batch_shardings({k: len(v) for k, v in shapes.items()}, mesh, rules)
+    loss = dict(loss_fn=steps.span_loss_stats)
+  else:
+    shapes = {"src": (rows, q), "src_mask": (rows, q), "tgt_in": (rows, c), "tgt_out": (rows, c),
+              "tgt_mask": (rows, c)}
+    bool_keys = ("src_mask", "tgt_mask")
+    batch_sharding = None
+    loss = dict(label_smoothing=config.train.label_smoothing)
+  batch = {k: jax.ShapeDtypeStruct(v, jnp.bool_ if k in bool_keys else jnp.int32,
+                                   sharding=(batch_sharding[k] if batch_sharding else
+                                             partitioning.batch_sharding(mesh, rules, len(v))))
+           for k, v in shapes.items()}
+  train_step = steps.make_train_step(model, tx, schedule, state_sharding=sharding, mesh=mesh, rules=rules,
+                                     grad_accum_steps=config.train.grad_accum_steps, batch_sharding=batch_sharding,
+                                     **loss)
+  step = _memory(train_step.lower(state, batch).compile())
+  decode_stats = None
+  if decode and not span:
+    decoder = inference.decoder_for(model, mesh, config.eval)
+    replicated = jax.tree_util.tree_map(
+        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=NamedSharding(mesh, jax.sharding.PartitionSpec())),
+        abstract.params)
+    eval_rows = decoder.rows.rows(config.eval.batch_size)
+    src = jax.ShapeDtypeStruct((eval_rows, q), jnp.int32, sharding=decoder.rows.sharding)
+    decode_stats = _memory(decoder.lower(replicated, src).compile())
+  fits = step["total"] <= target.hbm_bytes and (decode_stats is None or decode_stats["total"] <= target.hbm_bytes)
+  seconds = None
+  if target.peak_flops:
+    seconds = max(step["flops"] / target.peak_flops, step["bytes_accessed"] / target.hbm_bandwidth)
+  hours = None if seconds is None else seconds * config.train.steps * target.num_devices / 3600
+  family = {"rnn_seq2seq": "lstm_attention" if config.model.get("attention") else "lstm_seq2seq",
+            "transformer": "transformer"}.get(config.model.name)
+  return Report(name, target.name, params, recipes.SEED_PARAMS.get(family), step, decode_stats, seconds, hours, fits,
+                f"{rows} x ({q}, {c})")
+
+
+def check_fits(report: Report, config) -> None:
+  from attnjax import targets  # pylint: disable=g-import-not-at-top
+  target = targets.get(report.target)
+  for what, stats in (("train step", report.step), ("decode step", report.decode)):
+    if stats and stats["total"] > target.hbm_bytes:
+      raise DoesNotFit(
+          f"{report.experiment}: the {what} needs {stats['total'] / GiB:.1f} GiB per device (arguments "
+          f"{stats['arguments'] / GiB:.1f}, temporaries {stats['temporaries'] / GiB:.1f}) but a {target.device_kind} "
+          f"has {target.hbm_bytes / GiB:.0f} GiB. Try more FSDP (--config.mesh.shape, e.g. (data, fsdp, 1) with fsdp > "
+          f"1), a smaller per-device batch (--config.train.grad_accum_steps={2 * config.train.grad_accum_steps}), or "
+          f"a smaller eval.batch_size for decoding.")
+
+
+def _gib(x) -> str:
+  return f"{x / GiB:.2f}"
+
+
+def print_report(r: Report) -> None:
+  print(f"{r.experiment}  on {r.target}: {r.params / 1e6:.1f}M parameters"
+        + (f" (seed table: {r.seed_params / 1e6:.0f}M)" if r.seed_params else "") + f", global batch {r.batch}")
+  for what, s in (("train step", r.step), ("decode step", r.decode)):
+    if s:
+      print(f"  {what:11s} per device: arguments {_gib(s['arguments'])} GiB, outputs {_gib(s['outputs'])} GiB, "
+            f"temporaries {_gib(s['temporaries'])} GiB, total {_gib(s['total'])} GiB; "
+            f"{s['flops'] / 1e12:.2f} TFLOP, {s['bytes_accessed'] / 1e9:.2f} GB accessed")
+  if r.step_seconds is not None:
+    print(f"  estimated step time {r.step_seconds * 1e3:.0f} ms (roofline from XLA's FLOPs and bytes), "
+          f"{r.device_hours:,.0f} device-hours for the run")
+  print(f"  fits: {'yes' if r.fits else 'NO'}")
+
+
+def table(reports: list[Report]) -> str:
+  lines = ["| experiment | target | params | seed params | batch (rows x (S, T)) | train step GiB/device | decode GiB/"
+           "device | fits | est. step ms | est. device-hours |", "|---|---|---|---|---|---|---|---|---|---|"]
+  for r in reports:
+    lines.append(f"| {r.experiment} | {r.target} | {r.params / 1e6:.1f}M | "
+                 f"{'' if not r.seed_params else f'{r.seed_params / 1e6:.0f}M'} | {r.batch} | {_gib(r.step['total'])} | "
+                 f"{'' if not r.decode else _gib(r.decode['total'])} | {'yes' if r.fits else '**no**'} | "
+                 f"{'' if r.step_seconds is None else f'{r.step_seconds * 1e3:.0f}'} | "
+                 f"{'' if r.device_hours is None else f'{r.device_hours:,.0f}'} |")
+  return "\n".join(lines) + "\n"
+
+
+def study_experiments(root: str = "experiments") -> list[str]:
+  return sorted(os.path.join(root, d, f) for d in STUDY_DIRS if os.path.isdir(os.path.join(root, d))
+                for f in os.listdir(os.path.join(root, d)) if f.endswith(".py"))
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  specs = study_experiments() if _ALL.value else [_CONFIG.value]
+  if not specs or specs == [None]:
+    raise app.UsageError("give --config=FILE or --all")
+  reports, failures = [], []
+  for spec in specs:
+    config = load_experiment(spec, _TARGET.value)
+    report = compile_experiment(config, spec.partition(":")[0], decode=_DECODE.value)
+    print_report(report)
+    reports.append(report)
+    try:
+      check_fits(report, config)
+    except DoesNotFit as e:
+      failures.append(str(e))
+    sys.stdout.flush()
+  if _OUT.value:
+    from attnjax import fs  # pylint: disable=g-import-not-at-top
+    fs.write_text(_OUT.value, table(reports))
+    fs.write_text(os.path.splitext(_OUT.value)[0] + ".json",
+                  json.dumps([dataclasses.asdict(r) for r in reports], indent=1))
+  if failures:
+    raise SystemExit("error: " + "\n".join(failures))
+
+
+def _ensure_host_devices(n: int = 16) -> None:
+  """GPU targets compile for N simulated host devices: XLA reads this flag once, before JAX starts."""
+  flag = f"--xla_force_host_platform_device_count={n}"
+  if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
+  os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the TPU targets come from topologies, not from attached chips
+
+
+if __name__ == "__main__":
+  _ensure_host_devices()
+  app.run(main)

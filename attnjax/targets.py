@@ -1,0 +1,87 @@
+"""Named hardware targets: where an experiment is meant to run, and what that machine can do.
+
+A target fixes the device count and kind, the mesh over ``(data, fsdp, tensor)``, the compute dtype (bfloat16 on
+accelerators, as the Flax examples and MaxText train), and the per-chip HBM, peak FLOP/s and HBM bandwidth that the
+compile tool (``python -m attnjax.compile``) checks memory against and estimates step times from. An experiment file
+names its default target with :func:`use_target`; ``--config=FILE:NAME`` (the argument ml_collections passes to
+``get_config``) or the compile tool's ``--target`` picks another. The global batch stays the paper's: the target only
+decides how it is split over devices (and ``train.grad_accum_steps`` how many micro-batches each step takes).
+
+Peak numbers are the vendors' published dense bfloat16 figures per chip (TPU v4: 275 TFLOP/s, 32 GiB HBM2 at
+1.2 TB/s; v5e: 197 TFLOP/s, 16 GiB at 819 GB/s; v5p: 459 TFLOP/s, 95 GiB at 2.76 TB/s; H100 SXM: 989 TFLOP/s dense,
+80 GB HBM3 at 3.35 TB/s). ``tpu-v4-8`` is Cloud TPU's name for 4 chips (8 TensorCores); ``tpu-v5p-64`` likewise 32
+chips; v5e names count chips.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+GiB = 1024**3
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+  """One deployment. ``topology`` is the name ``jax.experimental.topologies`` compiles for (TPU only)."""
+  name: str
+  platform: str  # "tpu", "gpu" or "cpu"
+  device_kind: str
+  num_devices: int
+  num_hosts: int
+  mesh_shape: tuple[int, int, int]  # (data, fsdp, tensor); -1 = the devices left over
+  dtype: str  # compute dtype of the model
+  hbm_bytes: float  # per device
+  peak_flops: float  # per device, dense, in the compute dtype
+  hbm_bandwidth: float  # bytes/s per device
+  topology: str | None = None
+
+  @property
+  def devices_per_host(self) -> int:
+    return self.num_devices // self.num_hosts
+
+  def resolved_mesh(self) -> tuple[int, int, int]:
+    known = math.prod(s for s in self.mesh_shape if s != -1)
+    return tuple(self.num_devices // known if s == -1 else s for s in self.mesh_shape)
+
+
+TARGETS: dict[str, Target] = {t.name: t for t in (
+    Target("tpu-v4-8", "tpu", "TPU v4", 4, 1, (-1, 1, 1), "bfloat16", 32 * GiB, 275e12, 1.2e12, "v4:2x2x1"),
+    Target("tpu-v4-32", "tpu", "TPU v4", 16, 4, (-1, 1, 1), "bfloat16", 32 * GiB, 275e12, 1.2e12, "v4:2x2x4"),
+    Target("tpu-v5e-16", "tpu", "TPU v5 lite", 16, 4, (-1, 1, 1), "bfloat16", 16 * GiB, 197e12, 819e9, "v5e:4x4"),
+    Target("tpu-v5e-16-fsdp", "tpu", "TPU v5 lite", 16, 4, (4, 4, 1), "bfloat16", 16 * GiB, 197e12, 819e9,
+           "v5e:4x4"),
+    Target("tpu-v5p-64", "tpu", "TPU v5p", 32, 8, (-1, 1, 1), "bfloat16", 95 * GiB, 459e12, 2.76e12, "v5p:4x4x2"),
+    Target("gpu-8xh100", "gpu", "NVIDIA H100 80GB", 8, 1, (-1, 1, 1), "bfloat16", 80e9, 989e12, 3.35e12),
+    Target("gpu-2x8xh100", "gpu", "NVIDIA H100 80GB", 16, 2, (-1, 1, 1), "bfloat16", 80e9, 989e12, 3.35e12),
+    # this machine: float32, a data-parallel mesh over whatever devices there are; no published peak
+    Target("cpu", "cpu", "cpu", 1, 1, (-1, 1, 1), "float32", 24 * GiB, 0.0, 0.0),
+)}
+
+
+def get(name: str) -> Target:
+  if name not in TARGETS:
+    raise ValueError(f"unknown target {name!r}; known targets: {sorted(TARGETS)} (attnjax/targets.py)")
+  return TARGETS[name]
+
+
+def use_target(config, name: str) -> None:
+  """Sets ``config.target``, the mesh shape and the model's compute dtype for target ``name``."""
+  target = get(name)
+  config.target = name
+  config.mesh.shape = target.mesh_shape
+  if "dtype" in config.model:
+    config.model.dtype = target.dtype
+
+
+def check_batch(config, target: Target) -> None:
+  """A global batch must split evenly over the data-parallel devices (and micro-batches): named errors otherwise."""
+  data, fsdp, tensor = target.resolved_mesh()
+  if data * fsdp * tensor != target.num_devices:
+    raise ValueError(f"config.mesh.shape={target.mesh_shape} does not divide target {target.name}'s "
+                     f"{target.num_devices} devices: use a (data, fsdp, tensor) product of {target.num_devices}")
+  batch = config.data.batch_size
+  rows = data * fsdp * config.train.grad_accum_steps
+  if batch is not None and batch % rows:
+    raise ValueError(f"config.data.batch_size={batch} does not divide over {data * fsdp} data-parallel devices x "
+                     f"train.grad_accum_steps={config.train.grad_accum_steps}: make it a multiple of {rows}")

@@ -1,0 +1,19 @@
+"""SQuAD 1.1, the BiLSTM (BiDAF-style) reader trained from scratch: BiDAF (Seo et al. 2017): 67.7 EM / 77.3 F1 on the dev set, with GloVe and character embeddings.
+Ours has no pretrained or character embeddings.
+
+    python -m attnjax.train --config=experiments/squad_v1/bilstm_reader.py --workdir=gs://BUCKET/runs/NAME
+    python -m attnjax.train --config=experiments/squad_v1/bilstm_reader.py:gpu-8xh100 ...  # another target
+"""
+
+from attnjax import recipes
+from attnjax.config import base_config
+from attnjax.data.tasks import use_task
+from attnjax.targets import use_target
+
+
+def get_config(target="tpu-v4-8"):
+  config = base_config()
+  use_task(config, "squad_v1")
+  recipes.reader(config, "bilstm", version2=False)
+  use_target(config, target)
+  return config

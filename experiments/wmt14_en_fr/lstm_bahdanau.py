@@ -1,0 +1,19 @@
+"""WMT14 English→French, RNNsearch: LSTM + Bahdanau attention (Bahdanau et al. 2015: 26.75 (RNNsearch-50, all sentences; 34.16 without unknown words) BLEU).
+The seed table's LSTM + attention row (72M parameters).
+
+    python -m attnjax.train --config=experiments/wmt14_en_fr/lstm_bahdanau.py --workdir=gs://BUCKET/runs/NAME
+    python -m attnjax.train --config=experiments/wmt14_en_fr/lstm_bahdanau.py:gpu-8xh100 ...  # another target
+"""
+
+from attnjax import recipes
+from attnjax.config import base_config
+from attnjax.data.tasks import use_task
+from attnjax.targets import use_target
+
+
+def get_config(target="tpu-v4-8"):
+  config = base_config()
+  use_task(config, "wmt14_en_fr")
+  recipes.rnnsearch(config)
+  use_target(config, target)
+  return config

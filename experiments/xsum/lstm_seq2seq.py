@@ -1,0 +1,19 @@
+"""XSum summarization, LSTM seq2seq without attention: ROUGE-1 / 2 / L not reported.
+Sources truncated to 400 tokens, summaries to 90.
+
+    python -m attnjax.train --config=experiments/xsum/lstm_seq2seq.py --workdir=gs://BUCKET/runs/NAME
+    python -m attnjax.train --config=experiments/xsum/lstm_seq2seq.py:gpu-8xh100 ...  # another target
+"""
+
+from attnjax import recipes
+from attnjax.config import base_config
+from attnjax.data.tasks import use_task
+from attnjax.targets import use_target
+
+
+def get_config(target="tpu-v4-8"):
+  config = base_config()
+  use_task(config, "xsum")
+  recipes.summarization(config, "lstm_seq2seq", max_tgt_len=90)
+  use_target(config, target)
+  return config

@@ -1,0 +1,118 @@
+"""Every cell of the seed study is an experiment file that validates and builds its model at the experiment's real
+shapes; its sweeps override keys that exist; the compile tool refuses bad targets, meshes and batches by name, and
+compiles one experiment per model family for its TPU / GPU target on this CPU (XLA's numbers, in a subprocess)."""
+
+import os
+import re
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from attnjax import compile as compile_lib
+from attnjax import config as config_lib
+from attnjax import targets
+from attnjax.models.registry import build_model
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXPERIMENTS = compile_lib.study_experiments(os.path.join(ROOT, "experiments"))
+
+
+def test_the_study_has_every_cell():
+  names = {os.path.relpath(p, os.path.join(ROOT, "experiments")) for p in EXPERIMENTS}
+  for pair in ("wmt14_en_de", "wmt14_en_fr"):
+    for model in ("lstm_seq2seq", "lstm_bahdanau", "lstm_luong", "convs2s", "transformer_base", "transformer_big"):
+      assert f"{pair}/{model}.py" in names
+  for task in ("cnn_dailymail", "xsum"):
+    for model in ("lstm_seq2seq", "lstm_attention", "transformer"):
+      assert f"{task}/{model}.py" in names
+  for task in ("squad_v1", "squad_v2"):
+    for model in ("bilstm_reader", "transformer_reader"):
+      assert f"{task}/{model}.py" in names
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: os.path.relpath(p, os.path.join(ROOT, "experiments")))
+def test_experiment_validates_and_builds_at_its_real_shapes(path):
+  config = compile_lib.load_experiment(path)
+  config_lib.validate(config)
+  target = targets.get(config.target)
+  assert target.platform in ("tpu", "gpu") and config.model.dtype == "bfloat16"
+  targets.check_batch(config, target)
+  vocab = -(-config.data.vocab_size // config.data.vocab_multiple) * config.data.vocab_multiple
+  model = build_model(config.model.to_dict(), src_vocab_size=vocab, tgt_vocab_size=vocab)
+  rows, q, c = compile_lib._batch_shape(config, target.resolved_mesh()[0])  # pylint: disable=protected-access
+  first = jnp.zeros((rows, q), jnp.int32)
+  second = jnp.zeros((rows, c), jnp.int32)
+  out = jax.eval_shape(lambda a, b: model.init_with_output(jax.random.PRNGKey(0), a, b)[0], first, second)
+  if config.model.name == "span_qa":
+    assert out["start_logits"].shape == (rows, c)
+  else:
+    assert out.shape == (rows, c, vocab)
+
+
+def test_sweeps_override_existing_keys_and_validate():
+  path = os.path.join(ROOT, "experiments", "wmt14_en_de", "transformer_base.py")
+  module = {}
+  exec(compile(open(path).read(), path, "exec"), module)  # pylint: disable=exec-used
+  sweeps = module["SWEEPS"]
+  assert [p["name"] for p in sweeps["heads"]] == ["heads1", "heads4", "heads8", "heads16"]
+  assert [p["name"] for p in sweeps["layers"]] == ["layers3", "layers6", "layers12", "layers24"]
+  assert [p["name"] for p in sweeps["positional"]] == ["sinusoidal", "learned", "relative"]
+  for points in sweeps.values():
+    for point in points:
+      config = module["get_config"]()
+      for key, value in point["overrides"].items():
+        section, field = key.split(".")
+        assert field in config[section], key  # so --config.model.num_heads=16 works by hand
+        config[section][field] = value
+      config_lib.validate(config)
+
+
+def test_bad_target_mesh_and_batch_are_named():
+  config = compile_lib.load_experiment(os.path.join(ROOT, "experiments", "squad_v1", "bilstm_reader.py"))
+  with pytest.raises(ValueError, match="unknown target 'tpu-v9'"):
+    targets.use_target(config, "tpu-v9")
+  config.target = "tpu-v9"
+  with pytest.raises(ValueError, match="config.target: unknown target"):
+    config_lib.validate(config)
+  bad_mesh = targets.Target("x", "tpu", "TPU v5 lite", 16, 4, (3, 1, 1), "bfloat16", 1, 1, 1, "v5e:4x4")
+  with pytest.raises(ValueError, match=r"config.mesh.shape=\(3, 1, 1\) does not divide target x's 16 devices"):
+    targets.check_batch(config, bad_mesh)
+  config.data.max_tokens, config.data.batch_size = None, 60
+  with pytest.raises(ValueError, match="config.data.batch_size=60 does not divide over 16 data-parallel devices"):
+    targets.check_batch(config, targets.get("tpu-v5e-16"))
+
+
+def test_missing_libtpu_is_named_with_the_install_command(monkeypatch):
+  from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
+
+  def missing(**kwargs):
+    raise RuntimeError("Unable to initialize backend 'tpu'")
+
+  monkeypatch.setattr(topologies, "get_topology_desc", missing)
+  with pytest.raises(RuntimeError, match=r"needs libtpu .* pip install -e '\.\[tpu\]'"):
+    compile_lib._devices(targets.get("tpu-v4-8"))  # pylint: disable=protected-access
+
+
+def _compile(config, *extra):
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  env.pop("XLA_FLAGS", None)
+  proc = subprocess.run([sys.executable, "-m", "attnjax.compile", f"--config={config}", *extra], cwd=ROOT, env=env,
+                        capture_output=True, text=True, timeout=900)
+  assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+  return proc.stdout
+
+
+@pytest.mark.parametrize("experiment,extra", [
+    ("wmt14_en_de/transformer_base.py", ()),  # train and decode steps, TPU v5e 4x4
+    ("wmt14_en_de/lstm_bahdanau.py", ("--nodecode",)),  # TPU v4
+    ("wmt14_en_de/convs2s.py", ("--nodecode", "--target=gpu-8xh100")),  # 8 simulated host devices
+    ("squad_v1/bilstm_reader.py", ()),
+])
+def test_compile_tool_compiles_one_experiment_per_family_for_its_target(experiment, extra):
+  out = _compile(f"experiments/{experiment}", *extra)
+  assert "fits: yes" in out
+  memory = re.search(r"train step\s+per device: arguments ([\d.]+) GiB.*total ([\d.]+) GiB; ([\d.]+) TFLOP", out)
+  assert memory and float(memory.group(2)) > 0 and float(memory.group(3)) > 0, out
