@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 
-.PHONY: quickstart test bench clean
+.PHONY: quickstart test bench aot clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ test: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) -m pip install --quiet 'torch==2.13.0'
 	$(PY) -m benchmarks.kernels
+
+# Compile every experiment of the study for its default target (TPU topologies need libtpu, in the test extra) and
+# write the cost table: per-device memory, fit, estimated step time and device-hours.
+aot: $(VENV)/.installed
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.compile --all --out=docs/study_cost.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -210,7 +210,7 @@ def print_report(r: Report) -> None:
     if s:
       print(f"  {what:11s} per device: arguments {_gib(s['arguments'])} GiB, outputs {_gib(s['outputs'])} GiB, "
             f"temporaries {_gib(s['temporaries'])} GiB, total {_gib(s['total'])} GiB; "
-            f"{s['flops'] / 1e12:.2f} TFLOP, {s['bytes_accessed'] / 1e9:.2f} GB accessed")
+            f"{s['flops'] / 1e12:.3g} TFLOP, {s['bytes_accessed'] / 1e9:.3g} GB accessed")
   if r.step_seconds is not None:
     print(f"  estimated step time {r.step_seconds * 1e3:.0f} ms (roofline from XLA's FLOPs and bytes), "
           f"{r.device_hours:,.0f} device-hours for the run")

@@ -1,8 +1,13 @@
 """Shared test fixtures. Tests run on CPU; multi-device tests set XLA_FLAGS in their own subprocess."""
 
 import contextlib
+import os
 
-import jax
+# libtpu is installed for the compile tool's TPU topologies: keep every test process (and its subprocesses) on the
+# CPU instead of probing for TPU chips at start-up
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np
 import pytest
 

@@ -114,5 +114,5 @@ def _compile(config, *extra):
 def test_compile_tool_compiles_one_experiment_per_family_for_its_target(experiment, extra):
   out = _compile(f"experiments/{experiment}", *extra)
   assert "fits: yes" in out
-  memory = re.search(r"train step\s+per device: arguments ([\d.]+) GiB.*total ([\d.]+) GiB; ([\d.]+) TFLOP", out)
+  memory = re.search(r"train step\s+per device: arguments ([\d.]+) GiB.*total ([\d.]+) GiB; ([\d.e+-]+) TFLOP", out)
   assert memory and float(memory.group(2)) > 0 and float(memory.group(3)) > 0, out
