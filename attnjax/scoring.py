@@ -115,10 +115,11 @@ def evaluate_checkpoint(workdir: str, *, split: str = "test", checkpoint: str = 
                         metrics: tuple[str, ...] | None = None) -> dict[str, Any]:
   """Scores ``split`` with the parameters of ``checkpoint`` (or the average of the last ``average_last``).
 
-  Writes next to the checkpoints (process 0): ``hypotheses.<split>.step<N>.txt`` (one detokenized output per example,
-  in order) for seq2seq tasks, ``predictions.<split>.step<N>.json`` (question id -> answer, the official SQuAD
-  format) for extractive QA; ``.avg<K>`` is added to the name for averaged parameters. Returns the scores, the
-  number of examples, the step(s), signatures and paths.
+  Writes into the workdir (process 0): ``hypotheses.<split>.step<N>.txt`` (one detokenized output per example, in
+  order) for seq2seq tasks, ``predictions.<split>.step<N>.json`` (question id -> answer, the official SQuAD format)
+  for extractive QA (``.avg<K>`` is added to the name for averaged parameters), and the returned result as
+  ``metrics.<split>.json`` (what ``python -m attnjax.report`` reads). Returns the scores, the number of examples,
+  the step(s), signatures and paths.
   """
   config = config_lib.load_config(workdir)
   _apply_overrides(config, eval_overrides, metrics)
@@ -153,6 +154,7 @@ def evaluate_checkpoint(workdir: str, *, split: str = "test", checkpoint: str = 
     if jax.process_index() == 0:
       fs.write_json(out_path, predictions.answers, indent=1)
     result.update(predictions.scores, predictions=str(out_path))
+    _write_metrics(workdir, split, result)
     return result
   decoder = inference.decoder_for(loaded.model, loaded.mesh, e)
   predictions = decode_and_score(decoder, loaded.params, loaded.vocabularies, examples, names,
@@ -163,7 +165,13 @@ def evaluate_checkpoint(workdir: str, *, split: str = "test", checkpoint: str = 
   result.update(predictions.scores, signatures=predictions.signatures, hypotheses=str(out_path))
   if heatmap and examples and jax.process_index() == 0:
     result["heatmap"] = _heatmap(loaded, config, examples[0][0], heatmap)
+  _write_metrics(workdir, split, result)
   return result
+
+
+def _write_metrics(workdir: str, split: str, result: dict) -> None:
+  if jax.process_index() == 0:
+    fs.write_json(fs.join(workdir, f"metrics.{split}.json"), result, indent=1, sort_keys=True)
 
 
 def _heatmap(loaded, config, source: str, path: str) -> str | None:

@@ -4,6 +4,9 @@ with 1.3e-3 had 91% at step 500 (validation, this machine)."""
 
 from attnjax.config import base_config
 
+# A small sweep for CPU-scale launches (python -m launch.launch --sweep=heads) and the launcher's tests.
+SWEEPS = {"heads": [{"name": f"heads{h}", "overrides": {"model.num_heads": h}} for h in (2, 4)]}
+
 
 def get_config():
   config = base_config()

@@ -1,0 +1,1 @@
+"""Launching experiments: python -m launch.launch (see launch/launch.py)."""

@@ -1,0 +1,255 @@
+"""Launch an experiment, or every point of one of its sweeps, on this machine, a TPU VM slice or SLURM GPU nodes.
+
+    python -m launch.launch --experiment=experiments/wmt14_en_de/transformer_base.py --sweep=heads \\
+        --target=tpu-v5e-16 --workdir_root=gs://BUCKET/study --zone=us-central2-b --repo_url=URL [--dry_run] \\
+        [--config.train.steps=50000 ...]
+    python -m launch.launch --experiment=experiments/dates_transformer.py --target=cpu --workdir_root=runs/study
+
+Run from the repository root. Points come from the experiment's ``SWEEPS[--sweep]`` (a list of ``{"name",
+"overrides"}``), or one point ("default") without ``--sweep``; ``--config.*`` flags are passed to every point after
+the sweep's own. Each point trains in ``<workdir_root>/<experiment>/<sweep or "single">/<point>`` and is then
+evaluated on its best checkpoint (``--split``). The backend follows the target's platform (``cpu``: this machine,
+``tpu``: Cloud TPU VMs, ``gpu``: SLURM); see :mod:`launch.backends`.
+
+Manifests: ``<workdir_root>/launches/<time>.json`` records the launch (experiment, sweep, target, git commit, the
+exact commands of every point, start and end times, statuses); each run's ``launch.json`` records its own, which
+``python -m attnjax.report`` reads. Re-running the same launch skips points already done and resumes the others from
+their checkpoints. ``--dry_run`` prints every command (gcloud and sbatch included) and executes none.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import inspect
+import json
+import os
+import subprocess
+import sys
+import time
+
+from absl import app, flags, logging
+
+from attnjax import fs, targets
+from launch import backends
+
+_EXPERIMENT = flags.DEFINE_string("experiment", None, "experiment file (experiments/<task>/<model>.py)")
+_SWEEP = flags.DEFINE_string("sweep", None, "a named sweep of the experiment (its SWEEPS); none: one run")
+_TARGET = flags.DEFINE_string("target", None, "target (attnjax/targets.py); default: the experiment's own")
+_WORKDIR_ROOT = flags.DEFINE_string("workdir_root", None, "where runs and manifests go (a gs:// bucket or a path)")
+_DRY_RUN = flags.DEFINE_bool("dry_run", False, "print every command, execute none")
+_SPLIT = flags.DEFINE_string("split", "test", "the split evaluated after training")
+_POINTS = flags.DEFINE_list("points", None, "only these points of the sweep")
+# TPU VM
+_ZONE = flags.DEFINE_string("zone", None, "TPU VM zone (e.g. us-central2-b)")
+_PROJECT = flags.DEFINE_string("project", None, "Google Cloud project (default: gcloud's)")
+_SPOT = flags.DEFINE_bool("spot", False, "spot capacity through a queued resource")
+_REPO_URL = flags.DEFINE_string("repo_url", None, "git URL the TPU workers clone the project from")
+_TPU_PREFIX = flags.DEFINE_string("tpu_prefix", "attnjax", "TPU VM names: <prefix>-<experiment>-<point>")
+# SLURM
+_SUBMIT = flags.DEFINE_bool("submit", True, "SLURM: submit the sbatch scripts (else only write them)")
+_PARTITION = flags.DEFINE_string("partition", None, "SLURM partition")
+_TIME_LIMIT = flags.DEFINE_string("time_limit", "24:00:00", "SLURM time limit per job")
+# local
+_PROCESSES = flags.DEFINE_integer("local_processes", 1, "local target: processes per point (gloo on 127.0.0.1)")
+
+flags.mark_flags_as_required(["experiment", "workdir_root"])
+
+
+def _module(path: str):
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"--experiment={path}: no such file")
+  spec = importlib.util.spec_from_file_location(f"launched_{abs(hash(path))}", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def sweep_points(module, sweep: str | None, only=None) -> list[dict]:
+  """``[{"name", "overrides"}]`` of ``sweep`` (one "default" point without), checked for a clear error."""
+  if sweep is None:
+    return [{"name": "default", "overrides": {}}]
+  sweeps = getattr(module, "SWEEPS", {})
+  if sweep not in sweeps:
+    raise ValueError(f"--sweep={sweep}: the experiment has no such sweep (its sweeps: {sorted(sweeps) or 'none'})")
+  points = list(sweeps[sweep])
+  if only:
+    unknown = sorted(set(only) - {p["name"] for p in points})
+    if unknown:
+      raise ValueError(f"--points: {unknown} are not points of sweep {sweep!r} ({[p['name'] for p in points]})")
+    points = [p for p in points if p["name"] in only]
+  return points
+
+
+def git_commit() -> str:
+  try:
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                           check=True).stdout.strip()
+  except (OSError, subprocess.CalledProcessError):
+    return "unknown"
+  return commit + ("-dirty" if dirty else "")
+
+
+def _value_flag(key: str, value) -> str:
+  if isinstance(value, (list, tuple)):
+    value = "(" + ",".join(str(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+  return f"--config.{key}={value}"
+
+
+def _now() -> str:
+  return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def launch(experiment: str, *, workdir_root: str, sweep: str | None = None, target: str | None = None,
+           config_overrides: list[str] | None = None, dry_run: bool = False, split: str = "test", points=None,
+           zone: str | None = None, project: str | None = None, spot: bool = False, repo_url: str | None = None,
+           tpu_prefix: str = "attnjax", submit: bool = True, partition: str | None = None,
+           time_limit: str = "24:00:00", local_processes: int = 1, python: str = sys.executable) -> dict:
+  """Launches every point (see the module docstring); returns the launch manifest."""
+  module = _module(experiment)
+  default_target = module.get_config().target
+  target_name = target or default_target
+  tgt = targets.get(target_name)  # unknown target: a named error before anything runs
+  takes_target = bool(inspect.signature(module.get_config).parameters)
+  if not takes_target and target_name != default_target:
+    raise ValueError(f"--target={target_name}: {experiment}'s get_config() takes no target argument (it runs on "
+                     f"{default_target!r}); give it a `target` parameter and call attnjax.targets.use_target")
+  config_spec = f"{experiment}:{target_name}" if takes_target else experiment
+  chosen = sweep_points(module, sweep, points)
+  relative = os.path.relpath(os.path.abspath(experiment), os.path.abspath("experiments"))
+  stem = os.path.splitext(os.path.basename(experiment) if relative.startswith("..") else relative)[0]
+  stem = stem.replace(os.sep, "/")
+  launch_name = stem.replace("/", "-")
+  root = fs.path(workdir_root)
+  commit = git_commit()
+  manifest = {"experiment": experiment, "experiment_name": stem, "sweep": sweep, "target": target_name,
+              "platform": tgt.platform, "commit": commit, "start": _now(), "end": None, "dry_run": dry_run,
+              "config_overrides": list(config_overrides or []), "points": []}
+  manifest_path = root / "launches" / f"{time.strftime('%Y%m%d-%H%M%S')}-{launch_name}.json"
+  if not dry_run:
+    try:
+      fs.write_json(manifest_path, manifest, indent=1)
+    except OSError as e:
+      raise RuntimeError(f"--workdir_root={workdir_root} cannot be written ({type(e).__name__}: {e})") from None
+  if tgt.platform == "tpu":
+    if not zone:
+      raise ValueError("--zone is required for a TPU VM target")
+    backend = backends.TpuVm(target_name, zone=zone, project=project, name_prefix=tpu_prefix, spot=spot,
+                             repo_url=repo_url or "", commit=commit.replace("-dirty", ""))
+  elif tgt.platform == "gpu":
+    backend = backends.Slurm(nodes=tgt.num_hosts, gpus_per_node=tgt.devices_per_host, time_limit=time_limit,
+                             partition=partition, python="python")
+  else:
+    backend = backends.Local(python=python, processes=local_processes)
+  if not dry_run and isinstance(backend, backends.TpuVm):  # before any point starts, not halfway through
+    backends.require_tool("gcloud", "the TPU VM target creates and drives slices with the Google Cloud CLI")
+  if not dry_run and isinstance(backend, backends.Slurm) and submit:
+    backends.require_tool("sbatch", "the GPU target submits SLURM jobs")
+  failures = 0
+  for point in chosen:
+    workdir = str(root / stem / (sweep or "single") / point["name"])
+    flags_ = [_value_flag(k, v) for k, v in point["overrides"].items()] + list(config_overrides or [])
+    p = backends.Point(point["name"], workdir, flags_, config_spec)
+    record = {"experiment": experiment, "experiment_name": stem, "sweep": sweep, "point": point["name"],
+              "overrides": point["overrides"], "extra_overrides": list(config_overrides or []), "target": target_name,
+              "commit": commit, "workdir": workdir, "start": None, "end": None, "status": "pending",
+              "returncode": None, "wall_seconds": None}
+    if isinstance(backend, backends.TpuVm):
+      record["commands"] = backend.commands(p, split, launch_name)
+    elif isinstance(backend, backends.Slurm):
+      script = str(root / "slurm" / f"{launch_name}-{point['name']}.sbatch")
+      record["commands"] = backend.commands(p, split, launch_name, script)
+      record["sbatch_script"] = script
+    else:
+      record["commands"] = backend.commands(p, split)
+    manifest["points"].append(record)
+    if dry_run:
+      if isinstance(backend, backends.Slurm):
+        print(f"# {record['sbatch_script']}\n{backend.script(p, split, launch_name)}{record['commands']['sbatch']}")
+      else:
+        for command in record["commands"].values():
+          print(command)
+      continue
+    run_manifest = fs.join(workdir, "launch.json")
+    previous = fs.read_json(run_manifest) if run_manifest.exists() else None
+    if previous and previous.get("status") == "done":
+      logging.info("%s: already done (%s), skipped", point["name"], workdir)
+      record.update(status="done", start=previous.get("start"), end=previous.get("end"),
+                    returncode=previous.get("returncode"), wall_seconds=previous.get("wall_seconds"))
+      continue
+    record.update(status="running", start=_now())
+    fs.write_json(run_manifest, record, indent=1)
+    t0 = time.time()
+    if isinstance(backend, backends.Slurm):
+      backend.write(p, split, launch_name, record["sbatch_script"])
+      if submit:
+        backends.require_tool("sbatch", "the GPU target submits SLURM jobs")
+        code = subprocess.call(["sbatch", record["sbatch_script"]])
+        record.update(status="submitted" if code == 0 else "failed", returncode=code)
+      else:
+        record.update(status="written")
+    else:
+      log_path = fs.join(workdir, "launch.log")
+      log_path.parent.mkdir(parents=True, exist_ok=True)
+      with open(log_path, "ab") if not fs.is_url(log_path) else _null() as log:
+        if isinstance(backend, backends.TpuVm):
+          code = backend.run(p, split, launch_name, log)
+        else:
+          code = backend.run(p, split, log)
+      record.update(status="done" if code == 0 else "failed", returncode=code)
+    record.update(end=_now(), wall_seconds=round(time.time() - t0, 1))
+    fs.write_json(run_manifest, record, indent=1)
+    if record["status"] == "failed":
+      failures += 1
+      logging.error("%s failed (exit %s): see %s", point["name"], record["returncode"], workdir)
+    fs.write_json(manifest_path, manifest, indent=1)
+  manifest["end"] = _now()
+  if not dry_run:
+    fs.write_json(manifest_path, manifest, indent=1)
+  manifest["failures"] = failures
+  return manifest
+
+
+class _null:  # remote workdirs: the subprocess output goes to this process's stdout
+  def __enter__(self):
+    return None
+
+  def __exit__(self, *exc):
+    return False
+
+
+def _split_config_flags(argv):
+  """``--config.KEY=VALUE`` flags go through to every point; absl parses the rest."""
+  overrides = [a for a in argv[1:] if a.startswith("--config.")]
+  return overrides, [argv[0]] + [a for a in argv[1:] if not a.startswith("--config.")]
+
+
+_OVERRIDES: list[str] = []
+
+
+def _parse(argv):
+  overrides, rest = _split_config_flags(argv)
+  _OVERRIDES[:] = overrides
+  return flags.FLAGS(rest)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  try:
+    manifest = launch(_EXPERIMENT.value, workdir_root=_WORKDIR_ROOT.value, sweep=_SWEEP.value, target=_TARGET.value,
+                      config_overrides=_OVERRIDES, dry_run=_DRY_RUN.value, split=_SPLIT.value, points=_POINTS.value,
+                      zone=_ZONE.value, project=_PROJECT.value, spot=_SPOT.value, repo_url=_REPO_URL.value,
+                      tpu_prefix=_TPU_PREFIX.value, submit=_SUBMIT.value, partition=_PARTITION.value,
+                      time_limit=_TIME_LIMIT.value, local_processes=_PROCESSES.value)
+  except (ValueError, FileNotFoundError, RuntimeError) as e:
+    raise SystemExit(f"error: {e}") from None
+  if not _DRY_RUN.value:
+    print(json.dumps({p["point"]: p["status"] for p in manifest["points"]}, indent=1))
+  if manifest["failures"]:
+    raise SystemExit(f"{manifest['failures']} point(s) failed")
+
+
+if __name__ == "__main__":
+  app.run(main, flags_parser=_parse)

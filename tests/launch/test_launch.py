@@ -1,0 +1,128 @@
+"""The launcher: a 2-point sweep through the local target end to end (train, evaluate, manifests), dry runs of the
+TPU VM and SLURM targets against the command lines they must produce, and clear errors for bad input."""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from launch import launch as launch_lib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY = ["--config.train.steps=6", "--config.train.eval_every=6", "--config.train.checkpoint_every=6",
+        "--config.train.log_every=3", "--config.data.train_examples=256", "--config.data.validation_examples=16",
+        "--config.data.test_examples=16", "--config.eval.num_decode_examples=8", "--config.model.d_model=16",
+        "--config.model.d_ff=32", "--config.model.num_encoder_layers=1", "--config.model.num_decoder_layers=1"]
+
+
+def _launch(*args):
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  return subprocess.run([sys.executable, "-m", "launch.launch", *args], cwd=ROOT, env=env, capture_output=True,
+                        text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def sweep_root(tmp_path_factory):
+  root = tmp_path_factory.mktemp("study")
+  proc = _launch("--experiment=experiments/dates_transformer.py", "--sweep=heads", "--target=cpu",
+                 f"--workdir_root={root}", *TINY)
+  assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+  return root
+
+
+def test_local_sweep_trains_evaluates_and_records_every_point(sweep_root):
+  (launch_file,) = os.listdir(sweep_root / "launches")
+  manifest = json.loads((sweep_root / "launches" / launch_file).read_text())
+  assert manifest["sweep"] == "heads" and manifest["target"] == "cpu" and len(manifest["commit"]) >= 40
+  assert [p["point"] for p in manifest["points"]] == ["heads2", "heads4"]
+  for point, heads in zip(manifest["points"], (2, 4)):
+    assert point["status"] == "done" and point["returncode"] == 0 and point["wall_seconds"] > 0
+    assert f"--config.model.num_heads={heads}" in shlex.split(point["commands"]["train"])
+    assert "--config.train.steps=6" in shlex.split(point["commands"]["train"])  # the user's overrides follow
+    workdir = point["workdir"]
+    config = json.loads(open(os.path.join(workdir, "config.json")).read())
+    assert config["model"]["num_heads"] == heads and config["train"]["steps"] == 6
+    metrics = json.loads(open(os.path.join(workdir, "metrics.test.json")).read())
+    assert metrics["step"] == 6 and metrics["examples"] == 16
+    run = json.loads(open(os.path.join(workdir, "launch.json")).read())
+    assert run["status"] == "done" and run["point"] == point["point"]
+
+
+def test_relaunching_skips_the_points_already_done(sweep_root):
+  proc = _launch("--experiment=experiments/dates_transformer.py", "--sweep=heads", "--target=cpu",
+                 f"--workdir_root={sweep_root}", *TINY)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "already done" in proc.stderr
+  assert json.loads(proc.stdout) == {"heads2": "done", "heads4": "done"}
+
+
+def test_report_of_the_sweep_shows_the_runs_own_numbers(sweep_root, tmp_path):
+  from attnjax import report  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "report"
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  proc = subprocess.run([sys.executable, "-m", "attnjax.report", f"--runs={sweep_root}", f"--out={out}"], cwd=ROOT,
+                        env=env, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  markdown = (out / "results.md").read_text()
+  for point in ("heads2", "heads4"):
+    metrics = json.loads((sweep_root / "dates_transformer" / "heads" / point / "metrics.test.json").read_text())
+    assert f"{metrics['bleu']:.2f}" in markdown
+  assert report is not None
+
+
+def test_tpu_vm_dry_run_prints_the_gcloud_commands_and_runs_nothing(tmp_path):
+  proc = _launch("--experiment=experiments/wmt14_en_de/transformer_base.py", "--sweep=heads", "--points=heads8",
+                 "--target=tpu-v5e-16", "--workdir_root=gs://bucket/study", "--zone=us-central2-b", "--spot",
+                 "--repo_url=https://example.org/attnjax.git", "--project=my-project", "--dry_run",
+                 "--config.train.steps=50000")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+  lines = [shlex.split(line) for line in proc.stdout.strip().splitlines()]
+  name = "attnjax-wmt14-en-de-transformer-base-heads8"
+  describe, create, install, train, evaluate = lines
+  assert describe[:6] == ["gcloud", "compute", "tpus", "tpu-vm", "describe", name]
+  assert create[:6] == ["gcloud", "compute", "tpus", "queued-resources", "create", f"{name}-qr"]
+  assert {f"--node-id={name}", "--accelerator-type=v5litepod-16", "--spot", "--zone=us-central2-b",
+          "--project=my-project"} <= set(create)
+  assert "--worker=all" in install and any(commit in arg and "pip install" in arg for arg in install)
+  command = next(arg for arg in train if arg.startswith("--command="))
+  assert "--worker=all" in train
+  assert ("--config=experiments/wmt14_en_de/transformer_base.py:tpu-v5e-16 "
+          "--workdir=gs://bucket/study/wmt14_en_de/transformer_base/heads/heads8 --config.model.num_heads=8 "
+          "--config.train.steps=50000 --config.distributed.initialize=True") in command
+  assert any("attnjax.evaluate" in arg and "--checkpoint=best" in arg for arg in evaluate)
+  assert not (tmp_path / "launches").exists()
+
+
+def test_slurm_dry_run_writes_nothing_and_prints_the_sbatch_script(tmp_path):
+  proc = _launch("--experiment=experiments/wmt14_en_de/convs2s.py", "--target=gpu-2x8xh100",
+                 f"--workdir_root={tmp_path}", "--dry_run", "--config.train.steps=10")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = proc.stdout
+  assert "#SBATCH --nodes=2" in out and "#SBATCH --gpus-per-node=8" in out and "#SBATCH --signal=TERM@300" in out
+  assert ("srun python -m attnjax.train --config=experiments/wmt14_en_de/convs2s.py:gpu-2x8xh100 "
+          f"--workdir={tmp_path}/wmt14_en_de/convs2s/single/default --config.train.steps=10 "
+          "--config.distributed.initialize=True") in out
+  assert f"sbatch {tmp_path}/slurm/wmt14_en_de-convs2s-default.sbatch" in out
+  assert not os.listdir(tmp_path)  # a dry run writes nothing
+
+
+def test_bad_input_is_named(tmp_path, monkeypatch):
+  with pytest.raises(ValueError, match=r"--sweep=widths: the experiment has no such sweep \(its sweeps: \['heads'"):
+    launch_lib.launch("experiments/wmt14_en_de/transformer_base.py", workdir_root=str(tmp_path), sweep="widths",
+                      dry_run=True)
+  with pytest.raises(ValueError, match="unknown target 'tpu-v9-8'"):
+    launch_lib.launch("experiments/dates_transformer.py", workdir_root=str(tmp_path), target="tpu-v9-8")
+  blocked = tmp_path / "file"
+  blocked.write_text("")
+  with pytest.raises(RuntimeError, match="cannot be written"):
+    launch_lib.launch("experiments/dates_transformer.py", workdir_root=str(blocked / "root"), target="cpu")
+  monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, no gcloud
+  with pytest.raises(RuntimeError, match="sbatch is not installed"):
+    launch_lib.launch("experiments/wmt14_en_de/convs2s.py", workdir_root=str(tmp_path / "s"))
+  with pytest.raises(RuntimeError, match="gcloud is not installed"):
+    launch_lib.launch("experiments/wmt14_en_de/lstm_luong.py", workdir_root=str(tmp_path / "t"), zone="z",
+                      repo_url="https://example.org/a.git")
