@@ -168,7 +168,7 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
   step = _memory(train_step.lower(state, batch).compile())
   decode_stats = None
   if decode and not span:
-    decoder = inference.decoder_for(model, mesh, config.eval)
+    decoder = inference.decoder_for(model, mesh, config.eval, vocab_size=int(config.data.get("vocab_size", 8000)))
     replicated = jax.tree_util.tree_map(
         lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=NamedSharding(mesh, jax.sharding.PartitionSpec())),
         abstract.params)

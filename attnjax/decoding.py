@@ -12,6 +12,10 @@ and the best K others stay alive. A sentence stops when K hypotheses are finishe
 worst of them (its log-probability only falls; for α ≥ 0 its best possible score is logp / lp(max length)). A stopped
 sentence is frozen, so its result does not depend on which other sentences share the batch; its length limit is
 ``max_len_a · (its real source length) + max_len_b``, never a batch-wide value.
+
+Neither search ever emits PAD, BOS or an id at or past ``vocab_size`` (a model's table padded for sharding): their
+log-probabilities are set to -inf-like values after the log-softmax, as fairseq does, so the scores stay the model's
+log-probabilities of the tokens chosen.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from attnjax.models.interface import BOS_ID, EOS_ID, PAD_ID, source_mask
+from attnjax.tokens import never_predicted
 
 NEG_INF = -1.0e9  # finite: -inf - (-inf) would give NaN in score differences
 
@@ -49,17 +54,21 @@ def _max_lengths(src_mask, max_len_a: float, max_len_b: int, max_len: int | None
   return jnp.clip(limit, 1, buffer), max(buffer, 1)
 
 
-def _step(model, variables, tokens, memory, cache, return_attention):
-  """One cached decoder step: tokens ``[N]`` → (log-probs ``[N, V]``, cache, attention ``[N, S]`` or None)."""
+def _step(model, variables, tokens, memory, cache, return_attention, vocab_size):
+  """One cached decoder step: tokens ``[N]`` → (log-probs ``[N, V]``, cache, attention ``[N, S]`` or None); ids that
+  are never predicted (see the module docstring) get ``NEG_INF``."""
   out = model.apply(variables, tokens[:, None], memory, cache, return_attention=return_attention,
                     method=model.decode)
   attention = None if out.attention is None else out.attention[:, 0]
-  return jax.nn.log_softmax(out.logits[:, 0].astype(jnp.float32)), out.cache, attention
+  logprobs = jax.nn.log_softmax(out.logits[:, 0].astype(jnp.float32))
+  banned = never_predicted(jnp.arange(logprobs.shape[-1]), vocab_size or logprobs.shape[-1])
+  return jnp.where(banned[None], NEG_INF, logprobs), out.cache, attention
 
 
 @functools.partial(jax.jit, static_argnames=("model", "max_len_a", "max_len_b", "max_len", "bos_id", "eos_id",
-                                             "return_attention"))
-def _greedy(model, variables, src, src_mask, *, max_len_a, max_len_b, max_len, bos_id, eos_id, return_attention):
+                                             "return_attention", "vocab_size"))
+def _greedy(model, variables, src, src_mask, *, max_len_a, max_len_b, max_len, bos_id, eos_id, return_attention,
+            vocab_size):
   src_mask = source_mask(src, src_mask)
   limit, length = _max_lengths(src_mask, max_len_a, max_len_b, max_len)
   batch = src.shape[0]
@@ -75,7 +84,7 @@ def _greedy(model, variables, src, src_mask, *, max_len_a, max_len_b, max_len, b
 
   def body(state):
     i, tokens, last, done, logp, cache, attn = state
-    logprobs, cache, a = _step(model, variables, last, memory, cache, return_attention)
+    logprobs, cache, a = _step(model, variables, last, memory, cache, return_attention, vocab_size)
     force_eos = i + 1 >= limit  # the row's length limit: only EOS may follow
     logprobs = jnp.where(force_eos[:, None] & (jnp.arange(logprobs.shape[1]) != eos_id)[None], NEG_INF, logprobs)
     nxt = jnp.argmax(logprobs, axis=-1).astype(jnp.int32)
@@ -93,7 +102,7 @@ def _greedy(model, variables, src, src_mask, *, max_len_a, max_len_b, max_len, b
 
 def greedy_search(model, variables, src, *, src_mask=None, max_len_a: float = 1.5, max_len_b: int = 10,
                   max_len: int | None = None, bos_id: int = BOS_ID, eos_id: int = EOS_ID,
-                  return_attention: bool = False) -> DecodeResult:
+                  return_attention: bool = False, vocab_size: int | None = None) -> DecodeResult:
   """Greedy decoding: the argmax token at every step until EOS or the row's length limit.
 
   Args:
@@ -102,12 +111,14 @@ def greedy_search(model, variables, src, *, src_mask=None, max_len_a: float = 1.
     max_len_a, max_len_b: a row generates at most ``max_len_a · source_length + max_len_b`` tokens (EOS included).
     max_len: optional cap on that for every row (also the buffer size).
     return_attention: also return the cross-attention weights of each step.
+    vocab_size: the real target vocabulary's size when the model's logits are padded past it (ids >= it, PAD and
+      BOS are never emitted).
 
   Returns:
     :class:`DecodeResult` with ``tokens [B, L]``.
   """
   return _greedy(model, variables, src, src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len=max_len,
-                 bos_id=bos_id, eos_id=eos_id, return_attention=return_attention)
+                 bos_id=bos_id, eos_id=eos_id, return_attention=return_attention, vocab_size=vocab_size)
 
 
 def _gather_beams(tree, flat_index):
@@ -116,9 +127,9 @@ def _gather_beams(tree, flat_index):
 
 
 @functools.partial(jax.jit, static_argnames=("model", "beam_size", "alpha", "max_len_a", "max_len_b", "max_len",
-                                             "n_best", "bos_id", "eos_id", "return_attention"))
+                                             "n_best", "bos_id", "eos_id", "return_attention", "vocab_size"))
 def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_len_b, max_len, n_best, bos_id,
-          eos_id, return_attention):
+          eos_id, return_attention, vocab_size):
   k = beam_size
   src_mask = source_mask(src, src_mask)
   limit, length = _max_lengths(src_mask, max_len_a, max_len_b, max_len)
@@ -150,7 +161,7 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
   def body(s):
     i = s["i"]
     tokens = s["alive_seqs"][:, :, i].reshape(batch * k)
-    logprobs, cache, a = _step(model, variables, tokens, memory, s["cache"], return_attention)
+    logprobs, cache, a = _step(model, variables, tokens, memory, s["cache"], return_attention, vocab_size)
     vocab = logprobs.shape[-1]
     force_eos = (i + 1 >= limit)[:, None, None]
     logprobs = logprobs.reshape(batch, k, vocab)
@@ -219,7 +230,8 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
 
 def beam_search(model, variables, src, *, src_mask=None, beam_size: int = 4, alpha: float = 0.6,
                 max_len_a: float = 1.5, max_len_b: int = 10, max_len: int | None = None, n_best: int = 1,
-                bos_id: int = BOS_ID, eos_id: int = EOS_ID, return_attention: bool = False) -> DecodeResult:
+                bos_id: int = BOS_ID, eos_id: int = EOS_ID, return_attention: bool = False,
+                vocab_size: int | None = None) -> DecodeResult:
   """Beam search with the GNMT length penalty (see the module docstring).
 
   Args:
@@ -227,6 +239,7 @@ def beam_search(model, variables, src, *, src_mask=None, beam_size: int = 4, alp
     beam_size: K.
     alpha: length-penalty exponent α (0 = raw log-probability; the paper's Transformer used 0.6).
     n_best: hypotheses returned per sentence, best first (≤ K).
+    vocab_size: as :func:`greedy_search`.
 
   Returns:
     :class:`DecodeResult` with ``tokens [B, n_best, L]``, ``scores`` the length-normalised scores.
@@ -237,4 +250,4 @@ def beam_search(model, variables, src, *, src_mask=None, beam_size: int = 4, alp
     raise ValueError(f"alpha must be >= 0 (the early-stopping bound assumes it), got {alpha}")
   return _beam(model, variables, src, src_mask, beam_size=beam_size, alpha=float(alpha), max_len_a=max_len_a,
                max_len_b=max_len_b, max_len=max_len, n_best=n_best, bos_id=bos_id, eos_id=eos_id,
-               return_attention=return_attention)
+               return_attention=return_attention, vocab_size=vocab_size)

@@ -105,7 +105,8 @@ class Decoder:
   """
 
   def __init__(self, model, mesh, *, decode: str = "beam", beam_size: int = 4, alpha: float = 0.6,
-               max_len_a: float = 1.5, max_len_b: int = 10, n_best: int = 1, return_attention: bool = False):
+               max_len_a: float = 1.5, max_len_b: int = 10, n_best: int = 1, return_attention: bool = False,
+               vocab_size: int | None = None):
     if decode not in ("beam", "greedy"):
       raise ValueError(f"decode must be 'beam' or 'greedy', got {decode!r}")
     if decode == "greedy" and n_best != 1:
@@ -113,7 +114,8 @@ class Decoder:
     self.rows = RowSharding(mesh)
     self.return_attention, self.n_best = return_attention, n_best
     self.traced_shapes: list[tuple[int, ...]] = []  # the per-device src shapes compiled (each device's share)
-    common = dict(max_len_a=max_len_a, max_len_b=max_len_b, return_attention=return_attention)
+    # vocab_size: the real target vocabulary; PAD, BOS and the padded ids past it are never emitted
+    common = dict(max_len_a=max_len_a, max_len_b=max_len_b, return_attention=return_attention, vocab_size=vocab_size)
 
     def local(params, src):  # one device's rows: the search never looks at another row
       self.traced_shapes.append(tuple(src.shape))
@@ -175,8 +177,6 @@ def translate_texts(decoder: Decoder, params, src_vocab, tgt_vocab, texts: Seque
     tokens, scores, attn = decoder(params, decoder.rows.put(src))
     tokens, scores = to_host(tokens), to_host(scores)
     attn = None if attn is None else to_host(attn)
-    # ids of the padding rows added to the vocabulary (data.vocab_multiple) are no token: read them as UNK
-    tokens = np.where(tokens < tgt_vocab.size, tokens, UNK_ID)
     for row, i in enumerate(chunk):
       n_best[i] = [(tgt_vocab.decode(tokens[row, k].tolist()).replace("\n", " "), float(scores[row, k]))
                    for k in range(tokens.shape[1])]
@@ -328,8 +328,9 @@ def build_model_for(config, vocabularies):
                      tgt_vocab_size=pad(vocabularies.tgt.size))
 
 
-def decoder_for(loaded_or_model, mesh, eval_cfg, *, n_best: int = 1, return_attention: bool = False) -> Decoder:
-  """A :class:`Decoder` with the search settings of ``config.eval``."""
-  return Decoder(loaded_or_model, mesh, decode=eval_cfg.decode, beam_size=eval_cfg.beam_size, alpha=eval_cfg.alpha,
+def decoder_for(model, mesh, eval_cfg, *, vocab_size: int | None = None, n_best: int = 1,
+                return_attention: bool = False) -> Decoder:
+  """A :class:`Decoder` with the search settings of ``config.eval``; ``vocab_size`` the real target vocabulary's."""
+  return Decoder(model, mesh, decode=eval_cfg.decode, beam_size=eval_cfg.beam_size, alpha=eval_cfg.alpha,
                  max_len_a=eval_cfg.max_len_a, max_len_b=eval_cfg.max_len_b, n_best=n_best,
-                 return_attention=return_attention)
+                 return_attention=return_attention, vocab_size=vocab_size)

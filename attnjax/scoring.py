@@ -156,7 +156,7 @@ def evaluate_checkpoint(workdir: str, *, split: str = "test", checkpoint: str = 
     result.update(predictions.scores, predictions=str(out_path))
     _write_metrics(workdir, split, result)
     return result
-  decoder = inference.decoder_for(loaded.model, loaded.mesh, e)
+  decoder = inference.decoder_for(loaded.model, loaded.mesh, e, vocab_size=loaded.vocabularies.tgt.size)
   predictions = decode_and_score(decoder, loaded.params, loaded.vocabularies, examples, names,
                                             max_src_len=config.data.max_src_len, batch_size=e.batch_size)
   out_path = fs.join(workdir, f"hypotheses.{split}.{tag}.txt")
@@ -177,7 +177,8 @@ def _write_metrics(workdir: str, split: str, result: dict) -> None:
 def _heatmap(loaded, config, source: str, path: str) -> str | None:
   """The cross-attention of the first example's best hypothesis, drawn as a PNG (decoded alone, with attention)."""
   from attnjax.visualize import attention_heatmap  # pylint: disable=g-import-not-at-top
-  decoder = inference.decoder_for(loaded.model, loaded.mesh, config.eval, return_attention=True)
+  decoder = inference.decoder_for(loaded.model, loaded.mesh, config.eval, vocab_size=loaded.vocabularies.tgt.size,
+                                return_attention=True)
   out = inference.translate_texts(decoder, loaded.params, loaded.vocabularies.src, loaded.vocabularies.tgt, [source],
                                   max_src_len=config.data.max_src_len, batch_size=1)
   if out.attention is None or not out.attention[0].size:

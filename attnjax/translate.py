@@ -46,7 +46,8 @@ def translate_lines(workdir: str, lines: list[str], *, checkpoint: str = "best",
     if value is not None:
       config.eval[key] = value
   loaded = inference.load_workdir(workdir, checkpoint=checkpoint, average_last=average_last, config=config)
-  decoder = inference.decoder_for(loaded.model, loaded.mesh, config.eval, n_best=n_best)
+  decoder = inference.decoder_for(loaded.model, loaded.mesh, config.eval, vocab_size=loaded.vocabularies.tgt.size,
+                                n_best=n_best)
   return inference.translate_texts(decoder, loaded.params, loaded.vocabularies.src, loaded.vocabularies.tgt, lines,
                                    max_src_len=config.data.max_src_len, batch_size=config.eval.batch_size)
 

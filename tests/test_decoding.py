@@ -166,3 +166,45 @@ def test_model_trained_on_a_copy_task_decodes_it_exactly():
     tokens = result.tokens if result.tokens.ndim == 2 else result.tokens[:, 0]
     for b in range(32):
       assert _strip(tokens[b]) == _strip(tgt_out[b]), (b, float(loss))
+
+
+def test_search_never_emits_pad_bos_or_padded_vocabulary_ids():
+  """A model that prefers PAD, BOS and the ids past the real vocabulary (a table padded for sharding) above all else:
+  with ``vocab_size`` the searches choose among the other ids instead."""
+  import flax.linen as nn  # pylint: disable=g-import-not-at-top
+
+  model = _model(num_encoder_layers=1, d_model=16, num_heads=2, d_ff=32)
+  src = jnp.asarray(np.array([[3, 4, 5, 0], [5, 4, 0, 0]], np.int32))
+  real = V - 3  # the last 3 ids of the table are padding
+  boost = np.zeros(V, np.float32)
+  boost[[PAD_ID, BOS_ID]] = 20.0
+  boost[real:] = 20.0
+
+  class Biased(nn.Module):
+    """The interface's methods of ``inner``, with +20 on the logits of PAD, BOS and the padded ids."""
+    inner: nn.Module
+
+    def encode(self, *a, **k):
+      return self.inner.encode(*a, **k)
+
+    def init_cache(self, *a, **k):
+      return self.inner.init_cache(*a, **k)
+
+    def decode(self, *a, **k):
+      out = self.inner.decode(*a, **k)
+      return out._replace(logits=out.logits + boost)
+
+  biased = Biased(model)
+  variables = {"params": {"inner": conformance.init(model, src, src)["params"]}}
+  for search in (greedy_search, lambda *a, **k: beam_search(*a, beam_size=3, n_best=3, **k)):
+    unmasked = np.asarray(search(biased, variables, src, max_len_a=1.0, max_len_b=3).tokens)
+    assert np.isin(unmasked, [PAD_ID, BOS_ID] + list(range(real, V))).any()  # the bias bites without vocab_size
+    result = search(biased, variables, src, max_len_a=1.0, max_len_b=3, vocab_size=real)
+    tokens, lengths, scores = (np.asarray(x) for x in (result.tokens, result.lengths, result.scores))
+    rows = zip(tokens.reshape(-1, tokens.shape[-1]), lengths.reshape(-1), scores.reshape(-1))
+    # (with 4 allowed ids a beam of 3 can run out of live hypotheses: n-best entries scored -inf-like are not real)
+    real_rows = [(row, length) for row, length, score in rows if score > -1e8]
+    assert len(real_rows) >= len(src)
+    for row, length in real_rows:
+      generated = row[:length]
+      assert length > 0 and not np.isin(generated, [PAD_ID, BOS_ID]).any() and (generated < real).all(), generated

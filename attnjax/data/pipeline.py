@@ -65,7 +65,7 @@ import numpy as np
 from absl import logging
 
 from attnjax.data.token_cache import TokenizedSplit
-from attnjax.models.interface import BOS_ID, EOS_ID, PAD_ID
+from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID
 
 Batch = dict[str, np.ndarray]
 # batch bookkeeping for the host (e.g. putting predictions back in order), never a model input

@@ -27,7 +27,7 @@ import numpy as np
 
 from attnjax.data.pipeline import Batch, Seq2SeqBatcher
 from attnjax.data.squad import NO_ANSWER, SquadExample
-from attnjax.models.interface import PAD_ID
+from attnjax.tokens import PAD_ID
 
 
 class SpanBatcher:

@@ -36,7 +36,7 @@ from sentencepiece import sentencepiece_model_pb2, sentencepiece_pb2
 
 from attnjax import fs
 from attnjax.data.vocab import UNK_ID
-from attnjax.models.interface import BOS_ID, EOS_ID, PAD_ID
+from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID
 
 MODEL_TYPES = ("unigram", "bpe")
 SPECIAL_PIECES = {PAD_ID: "<pad>", BOS_ID: "<s>", EOS_ID: "</s>", UNK_ID: "<unk>"}

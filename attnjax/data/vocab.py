@@ -14,10 +14,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from attnjax import fs
-from attnjax.models.interface import BOS_ID, EOS_ID, PAD_ID
+from attnjax.tokens import BOS_ID, EOS_ID, NUM_RESERVED, PAD_ID, UNK_ID
 
-UNK_ID = 3
-NUM_RESERVED = 4  # ids 0..3 above
 UNK_TEXT = "\u2047"  # "⁇", what decode() writes for UNK_ID (as sentencepiece does)
 
 _FORMAT = "attnjax.CharVocab"

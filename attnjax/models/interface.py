@@ -32,9 +32,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-PAD_ID = 0
-BOS_ID = 1
-EOS_ID = 2
+from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID  # pylint: disable=unused-import  (re-exported)
 
 
 class DecoderOutput(NamedTuple):

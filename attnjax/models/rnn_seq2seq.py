@@ -10,7 +10,12 @@ One module, :class:`RNNSeq2Seq`, covers three papers (``attention=``):
 
       c_i = sum_j a_ij h_j,   a_ij = softmax_j(v^T tanh(W_q s_{i-1} + W_k h_j))     (from the PREVIOUS state)
       s_i = f(s_{i-1}, [E y_{i-1}; c_i])
-      t̃_i = U_o s_i + V_o E y_{i-1} + C_o c_i,   t_i = maxout_2(t̃_i),   logits = W_o t_i
+      t̃_i = U_o s + V_o E y_{i-1} + C_o c_i,   t_i = [max(t̃_{i,2j-1}, t̃_{i,2j})]_{j=1..l},   logits = W_o t_i
+
+  with s = s_i (``readout_state="current"``, the default: Eq. 4, p(y_i | ...) = g(y_{i-1}, s_i, c_i)) or
+  s = s_{i-1} (``"previous"``: App. A.2.2 as printed, and the authors' GroundHog code), and l = ``maxout_dim``
+  (500 in the paper; None means E). With ``cell="gru"`` f is the paper's gated unit (App. A.1.1, see
+  :class:`ResetBeforeGRUCell`).
 
 * ``"luong_dot" | "luong_general" | "luong_concat"`` -- Luong, Pham & Manning (2015), global attention: step t runs
   the stacked LSTM on [E y_{t-1}; h̃_{t-1}] (input feeding), then attends from the CURRENT top state h_t:
@@ -19,8 +24,9 @@ One module, :class:`RNNSeq2Seq`, covers three papers (``attention=``):
       h̃_t = tanh(W_c [c_t; h_t]),   logits = W_s h̃_t
 
 Shape letters: B batch, S source length, T target length, E ``embed_dim``, H ``hidden_dim``, L ``num_layers``,
-A ``attention_dim``, V the vocabulary. Every recurrent step (teacher forcing, prefill, one-token decoding) goes
-through the one function :meth:`_DecoderStep.__call__`, scanned over the T given tokens, so the three agree.
+A ``attention_dim``, l ``maxout_dim``, V the vocabulary. Every recurrent step (teacher forcing, prefill, one-token
+decoding) goes through the one function :meth:`_DecoderStep.__call__`, scanned over the T given tokens, so the three
+agree.
 """
 
 from __future__ import annotations
@@ -39,10 +45,13 @@ except ImportError:  # then every tracer counts as staged, which is always corre
   _tracer_is_concrete = None
 from attnjax.models.interface import DecoderOutput, source_mask
 
-__all__ = ["RNNSeq2Seq", "reverse_real_tokens", "ATTENTIONS", "CELLS"]
+__all__ = ["RNNSeq2Seq", "ResetBeforeGRUCell", "reverse_real_tokens", "ATTENTIONS", "CELLS", "READOUT_STATES"]
 
 ATTENTIONS = (None, "bahdanau", "luong_dot", "luong_general", "luong_concat")
-CELLS = ("lstm", "gru")
+# "gru": Cho et al. (2014) / Bahdanau et al. (2015, App. A.1.1), the reset gate applied BEFORE the recurrent matrix;
+# "gru_reset_after": Flax's nn.GRUCell (cuDNN / Keras reset_after=True), r ⊙ (U s + b_U).
+CELLS = ("lstm", "gru", "gru_reset_after")
+READOUT_STATES = ("current", "previous")
 
 
 def reverse_real_tokens(x, mask):
@@ -71,10 +80,67 @@ def reverse_real_tokens(x, mask):
   return jnp.take_along_axis(x, index, axis=1)
 
 
+class ResetBeforeGRUCell(nn.Module):
+  """The gated recurrent unit as the papers define it: Cho et al. (2014) Eq. 5-8, Bahdanau et al. (2015) App. A.1.1
+  (decoder) and App. A.2.1 (each encoder direction)::
+
+      z = σ(W_z x + U_z s + b_z)          update gate
+      r = σ(W_r x + U_r s + b_r)          reset gate
+      s̃ = tanh(W x + U (r ⊙ s) + b)      candidate: r resets s BEFORE the recurrent matrix U
+      s' = (1 - z) ⊙ s + z ⊙ s̃           Bahdanau's convention (Cho et al. write z ⊙ s + (1 - z) ⊙ s̃: z ↦ 1 - z,
+                                           the same family of functions with W_z, U_z, b_z negated)
+
+  Flax's :class:`flax.linen.GRUCell` computes the candidate as tanh(W x + b + r ⊙ (U s + b_U)) instead (the
+  "reset-after" variant of cuDNN); ``RNNSeq2Seq(cell="gru_reset_after")`` selects that one.
+
+  x is the cell input: in the RNNsearch decoder x = [E y_{i-1}; c_i], so ``W x`` is the paper's W E y_{i-1} + C c_i
+  with [W C] one matrix (likewise W_z/C_z and W_r/C_r). The paper omits biases from its equations; here the input
+  side carries one bias per gate (a bias on the U side would add nothing, since r multiplies s before U).
+
+  Parameters: ``w_z``, ``w_r``, ``w`` (Dense, kernel ``[D, H]`` and bias ``[H]``), ``u_z``, ``u_r``, ``u`` (kernel
+  ``[H, H]``, no bias). Carry and output: s ``[..., H]``.
+
+  Attributes:
+    features: H.
+    dtype / param_dtype: compute and parameter dtypes.
+    kernel_init / recurrent_kernel_init / bias_init: as in Flax's cells (the paper: orthogonal U's as well).
+  """
+  features: int
+  dtype: Any = None
+  param_dtype: Any = jnp.float32
+  kernel_init: Any = nn.initializers.lecun_normal()
+  recurrent_kernel_init: Any = nn.initializers.orthogonal()
+  bias_init: Any = nn.initializers.zeros_init()
+
+  @nn.compact
+  def __call__(self, carry, inputs):
+    """carry: s ``[..., H]``; inputs: x ``[..., D]``. Returns ``(s', s')``."""
+    s = carry
+
+    def w(name):
+      return nn.Dense(self.features, use_bias=True, dtype=self.dtype, param_dtype=self.param_dtype,
+                      kernel_init=self.kernel_init, bias_init=self.bias_init, name=name)
+
+    def u(name):
+      return nn.Dense(self.features, use_bias=False, dtype=self.dtype, param_dtype=self.param_dtype,
+                      kernel_init=self.recurrent_kernel_init, name=name)
+
+    z = nn.sigmoid(w("w_z")(inputs) + u("u_z")(s))
+    r = nn.sigmoid(w("w_r")(inputs) + u("u_r")(s))
+    candidate = jnp.tanh(w("w")(inputs) + r * u("u")(s))
+    new_s = (1.0 - z) * s + z * candidate
+    return new_s, new_s
+
+
 def _make_cell(cell: str, features: int, dtype, name: Optional[str] = None):
+  """The recurrent cell called ``cell`` (see ``CELLS``); an LSTM's carry is ``(c, h)``, a GRU's is ``h``."""
   if cell == "lstm":
     return nn.OptimizedLSTMCell(features, dtype=dtype, param_dtype=jnp.float32, name=name)
-  return nn.GRUCell(features, dtype=dtype, param_dtype=jnp.float32, name=name)
+  if cell == "gru":
+    return ResetBeforeGRUCell(features, dtype=dtype, param_dtype=jnp.float32, name=name)
+  if cell == "gru_reset_after":
+    return nn.GRUCell(features, dtype=dtype, param_dtype=jnp.float32, name=name)
+  raise ValueError(f"cell must be one of {CELLS}, got {cell!r}")
 
 
 def _zero_carry(cell: str, batch: int, features: int, dtype):
@@ -140,8 +206,8 @@ class _DecoderStep(nn.Module):
 
   ``state`` holds ``"h"`` ``[B, L, H]`` (and ``"c"`` ``[B, L, H]`` for LSTMs, ``"feed"`` ``[B, H]`` = h̃_{t-1} with
   Luong input feeding); ``emb`` is the embedded previous token ``[B, E]``. Returns the new state and
-  ``(features [B, F], weights [B, S])`` where ``features`` feeds the output projection (F = E for Bahdanau's maxout
-  readout, H otherwise) and ``weights`` are the alignment weights (``[B, 0]`` without attention).
+  ``(features [B, F], weights [B, S])`` where ``features`` feeds the output projection (F = ``maxout_dim`` = l for
+  Bahdanau's maxout readout, H otherwise) and ``weights`` are the alignment weights (``[B, 0]`` without attention).
   """
   cell: str
   hidden_dim: int
@@ -149,7 +215,8 @@ class _DecoderStep(nn.Module):
   attention: Optional[str]
   attention_dim: int
   input_feeding: bool
-  embed_dim: int
+  maxout_dim: int
+  readout_state: str
   dropout_rate: float
   dtype: Any = jnp.float32
 
@@ -158,8 +225,8 @@ class _DecoderStep(nn.Module):
     self.dropout = nn.Dropout(self.dropout_rate)
     if self.attention == "bahdanau":
       self.attend = AdditiveAttention(self.attention_dim, dtype=self.dtype, name="attention")
-      # t̃_i = U_o s_i + V_o E y_{i-1} + C_o c_i: one Dense on the concatenation is the same affine map.
-      self.readout = nn.Dense(2 * self.embed_dim, dtype=self.dtype, name="readout")
+      # t̃_i = U_o s + V_o E y_{i-1} + C_o c_i (2l units): one Dense on [s; E y_{i-1}; c_i] is the same affine map.
+      self.readout = nn.Dense(2 * self.maxout_dim, dtype=self.dtype, name="readout")
     elif self.attention is not None:
       score = self.attention.split("_", 1)[1]
       self.attend = LuongAttention(score, attention_dim=self.attention_dim if score == "concat" else None,
@@ -198,10 +265,14 @@ class _DecoderStep(nn.Module):
       new_state["c"] = jnp.stack(new_c, axis=1)
 
     if self.attention == "bahdanau":
-      # Deep output with a maxout of pool size 2 (App. A.2.2): t_i = [max(t̃_{i,2k-1}, t̃_{i,2k})]_k. The paper's
-      # appendix writes U_o s_{i-1}, but Eq. 4 conditions on s_i (as do the reference implementations); we use s_i.
-      t_tilde = self.readout(jnp.concatenate([top, emb.astype(self.dtype), context.astype(self.dtype)], axis=-1))
-      features = jnp.max(t_tilde.reshape(batch, self.embed_dim, 2), axis=-1)
+      # Deep output with a maxout of pool size 2 (App. A.2.2): t_i = [max(t̃_{i,2j-1}, t̃_{i,2j})]_{j=1..l}, i.e.
+      # adjacent units pooled. The state read is s_i (Eq. 4: p(y_i | ...) = g(y_{i-1}, s_i, c_i)) by default;
+      # "previous" reads s_{i-1}, the top layer's state before this step, as App. A.2.2 prints
+      # t̃_i = U_o s_{i-1} + V_o E y_{i-1} + C_o c_i and as the authors' GroundHog decoder does.
+      state_read = top if self.readout_state == "current" else h_prev[:, -1]
+      t_tilde = self.readout(jnp.concatenate([state_read.astype(self.dtype), emb.astype(self.dtype),
+                                              context.astype(self.dtype)], axis=-1))
+      features = jnp.max(t_tilde.reshape(batch, self.maxout_dim, 2), axis=-1)
     elif self.attention is not None:
       # Luong Eq. 5: attention from the CURRENT top state h_t, then the attentional state h̃_t.
       context, weights = self.attend(top[:, None], memory["annotations"], mask=memory["src_mask"])
@@ -228,7 +299,9 @@ class RNNSeq2Seq(nn.Module):
       variants' bidirectional encoders use H/2 per direction so that annotations and final states have size H (the
       OpenNMT "brnn" convention), which the decoder and the "dot" score need.
     num_layers: L, layers in the encoder and in the decoder (4 in Sutskever/Luong, 1 in Bahdanau).
-    cell: ``"lstm"`` or ``"gru"`` (Bahdanau's gated unit is the GRU's).
+    cell: ``"lstm"`` (Flax's LSTM: i, f, g, o gates, no peepholes), ``"gru"`` (the GRU of Cho et al. 2014 and
+      Bahdanau et al. 2015 App. A.1.1: the reset gate multiplies s before the recurrent matrix, see
+      :class:`ResetBeforeGRUCell`) or ``"gru_reset_after"`` (Flax's ``nn.GRUCell``: r ⊙ (U s + b), as in cuDNN).
     attention: ``None``, ``"bahdanau"``, ``"luong_dot"``, ``"luong_general"`` or ``"luong_concat"``.
     reverse_source: Sutskever's trick: the encoder reads each row's real tokens backwards (padding stays at the end).
       Annotations are put back in source order, so alignment weights always index the original source positions.
@@ -236,8 +309,12 @@ class RNNSeq2Seq(nn.Module):
     dropout_rate: dropout on the non-recurrent connections (layer inputs) and before the output projection.
     attention_dim: A of the additive / "concat" scores; None means H. Ignored by "dot" and "general".
     input_feeding: Luong's input feeding (h̃_{t-1} concatenated to the input); ignored by the other variants.
+    maxout_dim: l, the units of Bahdanau's maxout readout t_i (t̃_i has 2l; l = 500 in the paper, App. A.2.2).
+      None means E. Only for ``attention="bahdanau"``.
+    readout_state: which decoder state Bahdanau's readout t̃_i reads: ``"current"`` s_i (Eq. 4) or ``"previous"``
+      s_{i-1} (App. A.2.2 as printed, and GroundHog); the top layer's when L > 1. Only for ``attention="bahdanau"``.
     tie_output_embedding: use the target embedding matrix as the output projection (plus a bias). The decoder's
-      output features must then have size E: always true for Bahdanau (readout size E), else needs H == E.
+      output features must then have size E: for Bahdanau l == E (``maxout_dim`` None or E), else H == E.
     dtype: compute dtype; parameters and logits stay float32.
 
   Memory (``encode``): ``"src_mask" [B, S]``, ``"annotations" [B, S, Dk]`` (Dk = 2H for bidirectional Bahdanau,
@@ -261,6 +338,8 @@ class RNNSeq2Seq(nn.Module):
   dropout_rate: float = 0.0
   attention_dim: Optional[int] = None
   input_feeding: bool = True
+  maxout_dim: Optional[int] = None
+  readout_state: str = "current"
   tie_output_embedding: bool = False
   dtype: Any = jnp.float32
 
@@ -279,8 +358,18 @@ class RNNSeq2Seq(nn.Module):
       value = getattr(self, name)
       if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
-    if self.attention_dim is not None and (not isinstance(self.attention_dim, int) or self.attention_dim < 1):
-      raise ValueError(f"attention_dim must be a positive int or None, got {self.attention_dim!r}")
+    for name in ("attention_dim", "maxout_dim"):
+      value = getattr(self, name)
+      if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+    if self.maxout_dim is not None and self.attention != "bahdanau":
+      raise ValueError(f"maxout_dim is only used by attention='bahdanau' (the maxout readout), got "
+                       f"maxout_dim={self.maxout_dim} with attention={self.attention!r}")
+    if self.readout_state not in READOUT_STATES:
+      raise ValueError(f"readout_state must be one of {READOUT_STATES}, got {self.readout_state!r}")
+    if self.readout_state != "current" and self.attention != "bahdanau":
+      raise ValueError(f"readout_state is only used by attention='bahdanau' (the maxout readout), got "
+                       f"readout_state={self.readout_state!r} with attention={self.attention!r}")
     if not 0.0 <= self.dropout_rate < 1.0:
       raise ValueError(f"dropout_rate must be in [0, 1), got {self.dropout_rate!r}")
     if self.bidirectional_encoder not in (None, True, False):
@@ -291,6 +380,9 @@ class RNNSeq2Seq(nn.Module):
     if self.tie_output_embedding and self.attention != "bahdanau" and self.hidden_dim != self.embed_dim:
       raise ValueError(f"tie_output_embedding needs hidden_dim == embed_dim for attention={self.attention!r} "
                        f"(the output layer reads H-sized states), got {self.hidden_dim} != {self.embed_dim}")
+    if self.tie_output_embedding and self.attention == "bahdanau" and self._maxout_dim != self.embed_dim:
+      raise ValueError(f"tie_output_embedding needs maxout_dim == embed_dim (or None) for attention='bahdanau' "
+                       f"(the output layer reads the maxout units), got {self.maxout_dim} != {self.embed_dim}")
 
   @property
   def _bidirectional(self) -> bool:
@@ -302,6 +394,11 @@ class RNNSeq2Seq(nn.Module):
     if self._bidirectional and self.attention != "bahdanau":
       return self.hidden_dim // 2
     return self.hidden_dim
+
+  @property
+  def _maxout_dim(self) -> int:
+    """l, the maxout units of Bahdanau's readout."""
+    return self.embed_dim if self.maxout_dim is None else self.maxout_dim
 
   @property
   def _is_luong(self) -> bool:
@@ -319,7 +416,8 @@ class RNNSeq2Seq(nn.Module):
     self.decoder_step = _DecoderStep(
         cell=self.cell, hidden_dim=self.hidden_dim, num_layers=self.num_layers, attention=self.attention,
         attention_dim=self.attention_dim or self.hidden_dim, input_feeding=self.input_feeding,
-        embed_dim=self.embed_dim, dropout_rate=self.dropout_rate, dtype=self.dtype, name="decoder")
+        maxout_dim=self._maxout_dim, readout_state=self.readout_state, dropout_rate=self.dropout_rate,
+        dtype=self.dtype, name="decoder")
     if self.attention == "bahdanau":
       # s_0 = tanh(W_s ←h_1), one W_s per decoder layer (the paper has one layer).
       self.init_state = [nn.Dense(self.hidden_dim, use_bias=False, dtype=self.dtype, name=f"init_state_{l}")

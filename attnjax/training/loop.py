@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging as py_logging
 import signal
 import time
@@ -185,7 +186,10 @@ class Experiment:
                                         shuffle=True, seed=config.seed, pack=d.pack, **common)
     self.eval_batches = Seq2SeqBatcher(self.task.encoded(config.eval.split), shuffle=False, seed=0, **common)
     # every seq2seq array is [batch, length], packed (training) or not (validation): one sharding for all keys
-    return dict(label_smoothing=config.train.label_smoothing), None
+    # smoothing mass only on the real target vocabulary (not PAD, BOS or the padded ids)
+    loss_fn = functools.partial(steps.seq2seq_loss_stats, label_smoothing=config.train.label_smoothing,
+                                vocab_size=self.task.tgt_vocab.size)
+    return dict(loss_fn=loss_fn), None
 
   def restore(self, step: int | None = None) -> int:
     """Restores the newest readable (or the given) checkpoint into the configured shardings; returns its step (0
@@ -221,7 +225,7 @@ class Experiment:
           max_question_len=self.task.max_question_len, max_context_len=self.task.max_context_len,
           batch_size=cfg.eval.batch_size)
     if not hasattr(self, "_decoder"):
-      self._decoder = inference.decoder_for(self.model, self.mesh, cfg.eval)
+      self._decoder = inference.decoder_for(self.model, self.mesh, cfg.eval, vocab_size=self.task.tgt_vocab.size)
     pairs = self.task.splits[split]
     pairs = pairs[:limit] if limit else pairs
     vocabularies = Vocabularies(self.task.src_vocab, self.task.tgt_vocab)

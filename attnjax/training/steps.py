@@ -30,12 +30,12 @@ SPAN_BATCH_KEYS = ("question", "question_mask", "context", "context_mask", "star
 SPAN_BATCH_NDIMS = {**{key: 2 for key in SPAN_BATCH_KEYS[:4]}, **{key: 1 for key in SPAN_BATCH_KEYS[4:]}}
 
 
-def seq2seq_loss_stats(model, params, batch, rng, deterministic, *, label_smoothing=0.0):
+def seq2seq_loss_stats(model, params, batch, rng, deterministic, *, label_smoothing=0.0, vocab_size=None):
   rngs = None if deterministic else {"dropout": rng}
   packed = {key: batch[key] for key in PACKED_KEYS if key in batch}  # packed rows (Transformer only)
   logits = model.apply({"params": params}, batch["src"], batch["tgt_in"], batch["src_mask"],
                        deterministic=deterministic, rngs=rngs, **packed)
-  return smoothed_cross_entropy(logits, batch["tgt_out"], batch["tgt_mask"], label_smoothing)
+  return smoothed_cross_entropy(logits, batch["tgt_out"], batch["tgt_mask"], label_smoothing, vocab_size)
 
 
 def span_loss_stats(model, params, batch, rng, deterministic):

@@ -12,23 +12,31 @@ from attnjax.training.optim import learning_rate_schedule
 
 
 def test_label_smoothed_loss_matches_hand_computation_and_ignores_padding():
-  logits = np.array([[[2.0, 0.5, -1.0], [0.1, 0.2, 0.3]], [[1.0, 1.0, 1.0], [5.0, -5.0, 0.0]]], np.float32)
-  targets = np.array([[0, 2], [1, 0]])
+  # a real vocabulary of 6 ids in a table padded to 8: smoothing mass goes to ids 2..5 only (K = 4), never to PAD (0),
+  # BOS (1) or the padded ids 6 and 7 (Szegedy et al. 2016: q = (1 - ε) onehot(y) + ε u, u uniform over the targets)
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(2, 2, 8)).astype(np.float32)
+  logits[..., 6:] += 3.0  # large logits on the padded ids: they weigh in the softmax, not in the smoothed target
+  targets = np.array([[2, 5], [3, 4]])
   weights = np.array([[1, 1], [1, 0]], np.float32)  # the last token is padding
-  eps, vocab = 0.1, 3
+  eps, real, support = 0.1, 6, (2, 3, 4, 5)
   expected_loss, expected_nll = 0.0, 0.0
   for b in range(2):
     for t in range(2):
       if not weights[b, t]:
         continue
       logp = logits[b, t] - math.log(sum(math.exp(x) for x in logits[b, t]))
-      q = [eps / vocab + (1 - eps) * (v == targets[b, t]) for v in range(vocab)]
-      expected_loss += -sum(q[v] * logp[v] for v in range(vocab))
+      q = [(eps / len(support) if v in support else 0.0) + (1 - eps) * (v == targets[b, t]) for v in range(8)]
+      assert abs(sum(q) - 1.0) < 1e-12
+      expected_loss += -sum(q[v] * logp[v] for v in range(8))
       expected_nll += -logp[targets[b, t]]
-  out = smoothed_cross_entropy(jnp.asarray(logits), jnp.asarray(targets), jnp.asarray(weights), eps)
+  out = smoothed_cross_entropy(jnp.asarray(logits), jnp.asarray(targets), jnp.asarray(weights), eps, vocab_size=real)
   assert float(out["ntokens"]) == 3
-  np.testing.assert_allclose(float(out["loss_sum"]), expected_loss, rtol=1e-6)
-  np.testing.assert_allclose(float(out["nll_sum"]), expected_nll, rtol=1e-6)
+  np.testing.assert_allclose(float(out["loss_sum"]), expected_loss, rtol=1e-5)
+  np.testing.assert_allclose(float(out["nll_sum"]), expected_nll, rtol=1e-5)
+  # without vocab_size the whole table but PAD and BOS is the support
+  full = smoothed_cross_entropy(jnp.asarray(logits), jnp.asarray(targets), jnp.asarray(weights), eps)
+  assert abs(float(full["loss_sum"]) - expected_loss) > 1e-3
 
 
 def test_label_smoothing_out_of_range_is_refused():

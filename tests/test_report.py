@@ -1,0 +1,246 @@
+"""attnjax.report on hand-made run workdirs: the numbers of the metrics files beside the seed's, a failed sweep point
+shown as "failed" (never 0), the ablation table in launch order, valid PNG plots, the TensorBoard reader, an
+unreadable file in one run, a missing --runs directory, the CLI, and a whole report read from and written to a bucket
+(a local emulator)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from tensorboardX import SummaryWriter
+
+from attnjax import fs, report
+from tests.fake_gcs import fake_gcs_server  # noqa: F401  pylint: disable=unused-import  (a fixture)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+TRANSFORMER_BASE = {"name": "transformer", "d_model": 512, "num_heads": 8}
+# (step, value) pairs exactly representable in float32 (TensorBoard's simple_value), so they read back exactly
+BLEU_CURVE = [(10, 12.5), (20, 21.25), (30, 26.75)]
+LOSS_CURVE = [(10, 4.5), (20, 3.25), (30, 2.875)]
+
+
+def _launch(experiment_name, *, point="default", sweep=None, status="done", start="2025-01-01T10:00:00+00:00",
+            wall_seconds=3725.0, overrides=None, target="tpu-v5e-16"):
+  return {"experiment": f"experiments/{experiment_name}.py", "experiment_name": experiment_name, "sweep": sweep,
+          "point": point, "overrides": overrides or {}, "extra_overrides": ["--config.train.steps=30"],
+          "target": target, "commit": "abc123", "commands": {"train": "python -m attnjax.train ...",
+                                                             "evaluate": "python -m attnjax.evaluate ..."},
+          "start": start, "end": None if status in ("running", "pending") else "2025-01-01T11:02:05+00:00",
+          "status": status, "returncode": {"done": 0, "failed": 1}.get(status), "wall_seconds": wall_seconds}
+
+
+def _config(task, model, target="tpu-v5e-16"):
+  return {"data": {"task": task}, "model": model, "train": {"steps": 30}, "eval": {}, "target": target}
+
+
+def _run(path, *, launch=None, config=None, metrics=None, split="test", curves=None):
+  """Writes a run workdir by hand: launch.json, config.json, metrics.<split>.json and TensorBoard events."""
+  path.mkdir(parents=True)
+  if launch is not None:
+    (path / "launch.json").write_text(json.dumps(launch))
+  if config is not None:
+    (path / "config.json").write_text(json.dumps(config))
+  if metrics is not None:
+    (path / f"metrics.{split}.json").write_text(json.dumps({"split": split, **metrics}))
+  if curves:
+    writer = SummaryWriter(str(path / "tensorboard"))
+    for tag, points in curves.items():
+      for step, value in points:
+        writer.add_scalar(tag, value, step)
+    writer.close()
+  (path / "checkpoints" / "30").mkdir(parents=True)  # never searched for runs
+  return path
+
+
+@pytest.fixture
+def runs(tmp_path):
+  """A launch root with: a finished Transformer base run on WMT14 en-de (with TensorBoard curves); a 2-point heads
+  sweep where heads8 finished and heads16 failed with no metrics (heads16 sorts first by name but was launched
+  second); a SQuAD BiLSTM reader run made by hand (no launch.json, validation split); and a run whose metrics file is
+  not JSON."""
+  root = tmp_path / "runs"
+  base = "wmt14_en_de/transformer_base"
+  _run(root / "base", launch=_launch(base), config=_config("wmt14_en_de", TRANSFORMER_BASE),
+       metrics={"step": 30, "steps": [30], "examples": 1000, "bleu": 27.1234, "chrf": 55.0, "ter": 60.2, "meteor": 40.1,
+                "truncated_sources": 0, "empty_sources": 0, "signatures": {"bleu": "nrefs:1|case:mixed"}},
+       curves={"train/loss": [(5, 6.0), (10, 5.0)], "eval/bleu": BLEU_CURVE, "eval/loss": LOSS_CURVE})
+  _run(root / "heads" / "heads8",
+       launch=_launch(base, sweep="heads", point="heads8", start="2025-01-02T09:00:00+00:00", wall_seconds=1800.0,
+                      overrides={"model.num_heads": 8}),
+       config=_config("wmt14_en_de", TRANSFORMER_BASE),
+       metrics={"step": 30, "steps": [30], "examples": 1000, "bleu": 25.5, "chrf": 50.0, "ter": 65.0},
+       curves={"eval/bleu": [(30, 25.5)], "eval/loss": [(30, 3.0)]})
+  _run(root / "heads" / "heads16",
+       launch=_launch(base, sweep="heads", point="heads16", status="failed", start="2025-01-02T10:00:00+00:00",
+                      wall_seconds=60.0, overrides={"model.num_heads": 16}),
+       config=_config("wmt14_en_de", {**TRANSFORMER_BASE, "num_heads": 16}))
+  _run(root / "manual" / "squad", config=_config("squad_v1", {"name": "span_qa", "encoder": "bilstm"}, "cpu"),
+       metrics={"step": 2000, "steps": [2000], "examples": 10570, "exact_match": 60.1234, "f1": 70.456},
+       split="validation")
+  broken = _run(root / "broken", launch=_launch("xsum/transformer"),
+                config=_config("xsum", {"name": "transformer", "d_model": 512}))
+  (broken / "metrics.test.json").write_text('{"rouge1": 30.0, ')  # cut short
+  return root
+
+
+def _table_rows(markdown, heading):
+  """The rows (lists of cells) of the first table after ``heading``."""
+  lines = markdown[markdown.index(heading):].splitlines()
+  start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+  rows = []
+  for line in lines[start:]:
+    if not line.startswith("|"):
+      break
+    rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
+  header, body = rows[0], rows[2:]
+  return [dict(zip(header, row)) for row in body]
+
+
+def _assert_png(path):
+  data = fs.read_bytes(path)
+  assert data.startswith(PNG_MAGIC), path
+  import matplotlib.image  # pylint: disable=g-import-not-at-top
+  import io  # pylint: disable=g-import-not-at-top
+  image = matplotlib.image.imread(io.BytesIO(data), format="png")
+  assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+
+
+def test_tensorboard_reader_returns_the_scalars_written(runs):
+  scalars = report.read_scalars(runs / "base" / "tensorboard")
+  assert scalars == {"eval/bleu": BLEU_CURVE, "eval/loss": LOSS_CURVE, "train/loss": [(5, 6.0), (10, 5.0)]}
+  assert report.read_scalars(runs / "base" / "tensorboard", tags=["eval/loss"]) == {"eval/loss": LOSS_CURVE}
+  assert report.read_scalars(runs / "heads" / "heads16" / "tensorboard") == {}  # no events at all
+
+
+def test_tensorboard_reader_resumed_run_and_torn_tail(tmp_path):
+  logdir = tmp_path / "tensorboard"
+  first = SummaryWriter(str(logdir), filename_suffix=".a")
+  for step, value in [(10, 1.0), (20, 2.0)]:
+    first.add_scalar("eval/loss", value, step)
+  first.close()
+  second = SummaryWriter(str(logdir), filename_suffix=".b")  # a resumed run logs step 20 again, in a newer file
+  for step, value in [(20, 1.5), (30, 1.25)]:
+    second.add_scalar("eval/loss", value, step)
+  second.close()
+  assert report.read_scalars(logdir) == {"eval/loss": [(10, 1.0), (20, 1.5), (30, 1.25)]}
+  newest = max(logdir.iterdir(), key=lambda p: p.name)
+  newest.write_bytes(newest.read_bytes()[:-7])  # a record still being written: its partial tail is skipped
+  assert report.read_scalars(logdir) == {"eval/loss": [(10, 1.0), (20, 1.5)]}
+
+
+def test_report_tables_plots_and_json(runs, tmp_path):
+  out = tmp_path / "report"
+  markdown = report.write_report([str(runs)], str(out))
+  assert (out / "results.md").read_text() == markdown
+
+  translation = _table_rows(markdown, "## Translation")
+  by_run = {row["run"]: row for row in translation}
+  assert set(by_run) == {"base", "heads/heads8", "heads/heads16"}
+  base = by_run["base"]
+  assert base["model"] == "Transformer"
+  assert base["wmt14_en_de BLEU"] == "27.12 (seed 27.3)"  # ours as in metrics.test.json, 2 decimals; the seed's beside
+  assert (base["wmt14_en_de METEOR"], base["wmt14_en_de TER"], base["wmt14_en_de chrF"]) == ("40.10", "60.20", "55.00")
+  assert (base["steps"], base["wall (h:mm)"], base["hardware"], base["point"]) == ("30", "1:02", "tpu-v5e-16",
+                                                                                   "default")
+  assert by_run["heads/heads8"]["wmt14_en_de BLEU"] == "25.50 (seed 27.3)"
+  assert by_run["heads/heads8"]["wmt14_en_de METEOR"] == report.NOT_COMPUTED  # evaluated without METEOR
+  failed = by_run["heads/heads16"]
+  assert failed["wmt14_en_de BLEU"] == "failed (seed 27.3)"
+  assert all(failed[f"wmt14_en_de {m}"].startswith("failed") for m in ("METEOR", "TER", "chrF"))
+  assert failed["steps"] == "—" and failed["wall (h:mm)"] == "0:01"
+  assert "0.00" not in " ".join(failed.values())
+
+  qa = _table_rows(markdown, "## Question answering")
+  assert qa == [{"model": "BiLSTM reader", "squad_v1 EM": "60.12 (seed 67.7)", "squad_v1 F1": "70.46 (seed 77.3)",
+                 "steps": "2000", "wall (h:mm)": "—", "hardware": "cpu", "point": "—", "run": "manual/squad"}]
+  summarization = _table_rows(markdown, "## Summarization")  # the unreadable run is still placed, and says why
+  assert [row["xsum ROUGE-L"] for row in summarization] == ["unreadable: metrics.test.json (seed 23.01)"]
+
+  ablation = _table_rows(markdown, "### wmt14_en_de/transformer_base: sweep `heads`")
+  assert [(row["point"], row["BLEU"], row["status"]) for row in ablation] == [("heads8", "25.50", "done"),
+                                                                              ("heads16", "failed", "failed")]
+  assert ablation[1]["overrides"] == "model.num_heads=16"
+  assert "![heads](ablation_heads.png)" in markdown
+
+  for name in ("ablation_heads.png", "curves_wmt14_en_de_transformer_base.png"):
+    _assert_png(out / name)
+  assert "(curves_wmt14_en_de_transformer_base.png)" in markdown
+
+  results = json.loads((out / "results.json").read_text())
+  records = {r["run"]: r for r in results["runs"]}
+  assert results["roots"] == [str(runs)] and len(records) == 5
+  assert records["base"]["scores"] == {"bleu": 27.1234, "chrf": 55.0, "ter": 60.2, "meteor": 40.1}
+  assert records["base"]["eval_curves"] == {"eval/bleu": [list(p) for p in BLEU_CURVE],
+                                            "eval/loss": [list(p) for p in LOSS_CURVE]}
+  assert (records["heads/heads16"]["state"], records["heads/heads16"]["scores"]) == ("failed", {})
+  assert records["manual/squad"]["split"] == "validation" and records["manual/squad"]["kind"] == "extractive_qa"
+  assert records["broken"]["state"] == "unreadable: metrics.test.json"
+
+
+def test_runs_without_config_are_placed_from_their_experiment(tmp_path):
+  root = tmp_path / "launch"
+  _run(root / "big", launch=_launch("wmt14_en_fr/transformer_big", status="pending", start=None, wall_seconds=None))
+  _run(root / "luong", launch=_launch("wmt14_en_de/lstm_luong", status="running", wall_seconds=None,
+                                      overrides={"model.attention": "luong_dot"}))
+  _run(root / "done", config=_config("wmt14_en_fr", {"name": "rnn_seq2seq", "attention": None, "cell": "lstm"}))
+  records = {r["run"]: r for r in report.collect([str(root)])}
+  assert (records["big"]["label"], records["big"]["task"], records["big"]["state"]) == ("Transformer big",
+                                                                                         "wmt14_en_fr", "pending")
+  assert (records["luong"]["label"], records["luong"]["state"]) == ("LSTM + Luong (dot)", "running")
+  assert records["done"]["state"] == "no evaluation"
+  rows = {row["run"]: row for row in _table_rows(report.render_markdown(list(records.values())), "## Translation")}
+  assert rows["big"]["wmt14_en_fr BLEU"] == "pending (seed 41.8)"
+  assert rows["luong"]["wmt14_en_de BLEU"] == "running"
+  assert rows["done"]["wmt14_en_fr BLEU"] == "no evaluation (seed 34.81)"
+  assert rows["big"]["wmt14_en_de BLEU"] == ""  # not run on that task
+
+
+def test_model_labels():
+  assert report.model_label({"name": "rnn_seq2seq", "attention": None}) == "LSTM seq2seq"
+  assert report.model_label({"name": "rnn_seq2seq", "attention": "bahdanau"}) == "LSTM + Bahdanau"
+  assert report.model_label({"name": "rnn_seq2seq", "attention": "luong_general"}) == "LSTM + Luong (general)"
+  assert report.model_label({"name": "convs2s"}) == "ConvS2S"
+  assert report.model_label({"name": "transformer", "d_model": 1024}) == "Transformer big"
+  assert report.model_label({"name": "span_qa", "encoder": "transformer"}) == "Transformer reader"
+  assert report.format_wall(3725.0) == "1:02" and report.format_wall(None) == "—"
+
+
+def test_missing_runs_directory_is_named(tmp_path):
+  missing = tmp_path / "nope"
+  with pytest.raises(FileNotFoundError, match=str(missing)):
+    report.write_report([str(missing)], str(tmp_path / "out"))
+
+
+def test_cli(runs, tmp_path):
+  env = {**os.environ, "PYTHONPATH": ROOT}
+  out = tmp_path / "cli"
+  done = subprocess.run([sys.executable, "-m", "attnjax.report", f"--runs={runs}", f"--out={out}"], env=env, cwd=ROOT,
+                        capture_output=True, text=True, timeout=120, check=True)
+  assert done.stdout == (out / "results.md").read_text()
+  missing = tmp_path / "missing"
+  failed = subprocess.run([sys.executable, "-m", "attnjax.report", f"--runs={runs},{missing}", f"--out={out}"],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert failed.returncode != 0 and f"--runs directory {missing} does not exist" in failed.stderr
+
+
+def test_report_from_and_to_a_bucket(runs, fake_gcs_server):  # noqa: F811  pylint: disable=redefined-outer-name
+  bucket_runs = f"{fake_gcs_server.root}/study"
+  for path in runs.rglob("*"):
+    if path.is_file():
+      fs.write_bytes(fs.join(bucket_runs, str(path.relative_to(runs))), path.read_bytes())
+  out = f"{fake_gcs_server.root}/report"
+  markdown = report.write_report([bucket_runs], out)
+  assert fs.read_text(fs.join(out, "results.md")) == markdown
+  rows = {row["run"]: row for row in _table_rows(markdown, "## Translation")}
+  assert rows["base"]["wmt14_en_de BLEU"] == "27.12 (seed 27.3)"
+  assert rows["heads/heads16"]["wmt14_en_de BLEU"] == "failed (seed 27.3)"
+  _assert_png(fs.join(out, "ablation_heads.png"))
+  _assert_png(fs.join(out, "curves_wmt14_en_de_transformer_base.png"))
+  results = fs.read_json(fs.join(out, "results.json"))
+  assert {r["run"] for r in results["runs"]} == {"base", "heads/heads8", "heads/heads16", "manual/squad", "broken"}
+  assert next(r for r in results["runs"] if r["run"] == "base")["eval_curves"]["eval/bleu"] == [
+      list(p) for p in BLEU_CURVE]

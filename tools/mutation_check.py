@@ -1,0 +1,344 @@
+"""Mutation check: each single-line corruption of a paper's equation must make its tests fail (issue 12).
+
+Self-consistency tests (teacher forcing = incremental decoding, padding invariance, finite gradients...) pass for a
+model that is consistently wrong. Each mutant below changes one equation of one paper in one line of ``attnjax/``
+and names the tests that must notice. For each mutant the script copies ``attnjax/``, ``tests/`` and ``tools/`` (and
+``setup.cfg``, for pytest's settings) to a fresh temporary directory, replaces the original text (which must occur
+exactly once, else the mutant is reported "not applied": the code moved and the mutant needs updating), and runs
+
+    python -m pytest -x -q -p no:cacheprovider <the mutant's tests>
+
+there, with cwd and PYTHONPATH = the copy (so the copy's ``attnjax`` shadows the editable install) and
+JAX_PLATFORMS=cpu. Outcomes: "killed" (the tests failed, or timed out), "survived" (they passed: the tests do not pin
+that equation), "not applied", "tests missing" (a named test file does not exist yet), "error" (pytest could not
+run the selection: usage error, nothing collected). A baseline run of every selection on the unmodified copy comes
+first: a test that already fails would "kill" every mutant for nothing.
+
+Usage (from the repository root):
+
+    python -m tools.mutation_check                 # all mutants (make mutants)
+    python -m tools.mutation_check NAME [NAME ...] # some of them
+    python -m tools.mutation_check --list          # the mutants and their tests
+
+Exit status: 0 if every applicable mutant whose tests exist was killed; 1 if one survived, could not be applied,
+errored, or the baseline failed (with ``--strict``, also if a mutant's tests are missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COPIED_TREES = ("attnjax", "tests", "tools")
+COPIED_FILES = ("setup.cfg",)
+
+TRANSFORMER_EQ = "tests/models/test_transformer_equations.py"
+TRANSFORMER_LOGITS = f"{TRANSFORMER_EQ}::test_transformer_logits_equal_the_papers_equations"
+TRANSFORMER_PAPER = f"{TRANSFORMER_LOGITS}[post_norm_sinusoidal]"
+TRANSFORMER_PRE_NORM = f"{TRANSFORMER_LOGITS}[pre_norm_sinusoidal]"
+TRANSFORMER_SHAW = f"{TRANSFORMER_LOGITS}[post_norm_shaw]"
+CONVS2S_EQ = "tests/models/test_convs2s_equations.py"
+CONVS2S_LOGITS = f"{CONVS2S_EQ}::test_convs2s_logits_equal_the_papers_equations"
+LOSSES = "tests/training/test_losses_and_schedule.py"
+RNN_TESTS = ("tests/models/test_rnn_equations.py", "tests/models/test_rnn_seq2seq.py")
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+  name: str
+  path: str  # relative to the repository root
+  original: str  # must occur exactly once in the file
+  replacement: str
+  tests: tuple[str, ...]  # pytest files or node ids that must fail
+  equation: str  # what the original line implements
+
+
+MUTANTS = (
+    Mutant("embedding-sqrt-dmodel", "attnjax/layers/embedding.py",
+           "return x * jnp.asarray(math.sqrt(self.features), self.dtype) if self.scale else x",
+           "return x",
+           (TRANSFORMER_PAPER, TRANSFORMER_PRE_NORM),
+           "Vaswani §3.4: embeddings multiplied by sqrt(d_model)"),
+    Mutant("sinusoid-frequencies", "attnjax/kernels/positions.py",
+           "freqs = jnp.exp(-math.log(max_timescale) * jnp.arange(0, dim, 2, dtype=jnp.float32) / dim)",
+           "freqs = jnp.exp(-math.log(max_timescale) * jnp.arange(0, dim, 2, dtype=jnp.float32) / (dim // 2))",
+           (TRANSFORMER_PAPER,),
+           "Vaswani §3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model))"),
+    Mutant("attention-sqrt-dk", "attnjax/kernels/dot_product.py",
+           "scale = 1.0 / math.sqrt(h) if scale is None else float(scale)",
+           "scale = 1.0 / h if scale is None else float(scale)",
+           (TRANSFORMER_PAPER,),
+           "Vaswani eq. 1: softmax(Q K^T / sqrt(d_k)) V"),
+    Mutant("decoder-causal-mask", "attnjax/models/transformer.py",
+           "x, lambda h: self.self_attention(h, mask=self_mask, is_causal=cache is None, kv_cache=self_cache,",
+           "x, lambda h: self.self_attention(h, mask=self_mask, is_causal=False, kv_cache=self_cache,",
+           (TRANSFORMER_PAPER,),
+           "Vaswani §3.2.3: decoder self-attention masks the positions j > i"),
+    Mutant("cross-attention-padding-mask", "attnjax/models/transformer.py",
+           "x, lambda h: self.cross_attention(h, None if cross_cache is not None else encoded, mask=src_mask4,",
+           "x, lambda h: self.cross_attention(h, None if cross_cache is not None else encoded, mask=None,",
+           (TRANSFORMER_PAPER,),
+           "encoder-decoder attention over the real source tokens only"),
+    Mutant("ffn-relu", "attnjax/models/transformer.py",
+           'h = nn.relu(_dense(self.d_ff, ("embed", "mlp"), self.dtype, self.param_dtype)(x))',
+           'h = _dense(self.d_ff, ("embed", "mlp"), self.dtype, self.param_dtype)(x)',
+           (TRANSFORMER_PAPER,),
+           "Vaswani eq. 2: FFN(x) = max(0, x W1 + b1) W2 + b2"),
+    Mutant("post-norm-layernorm", "attnjax/models/transformer.py",
+           "return (out if self.pre_norm else norm(out)), *extra",
+           "return out, *extra",
+           (TRANSFORMER_PAPER,),
+           "Vaswani §3.1: LayerNorm(x + Sublayer(x))"),
+    Mutant("shaw-clipping", "attnjax/kernels/positions.py",
+           "return (jnp.clip(rel, -max_distance, max_distance) + max_distance).astype(jnp.int32)",
+           "return (rel + max_distance).astype(jnp.int32)",
+           (TRANSFORMER_SHAW,),
+           "Shaw §3.2: a_ij = w_clip(j - i, k), clip(x, k) = max(-k, min(k, x))"),
+    Mutant("shaw-sqrt-dz", "attnjax/kernels/positions.py",
+           "scale=1.0 / math.sqrt(h) if scale is None else float(scale), dropout_rate=dropout_rate,",
+           "scale=1.0 / h if scale is None else float(scale), dropout_rate=dropout_rate,",
+           (TRANSFORMER_SHAW,),
+           "Shaw eq. 4: e_ij = x_i W^Q (x_j W^K + a^K_ij)^T / sqrt(d_z)"),
+    Mutant("convs2s-residual-sqrt-half", "attnjax/models/convs2s.py",
+           "return (x + residual) * jnp.asarray(SQRT_HALF, x.dtype)",
+           "return x + residual",
+           (CONVS2S_LOGITS,),
+           "Gehring §3.4: sums of two branches scaled by sqrt(0.5)"),
+    Mutant("convs2s-context-sqrt-m", "attnjax/models/convs2s.py",
+           "context = context[:, :, 0, :] * jnp.sqrt(m)[:, None, None].astype(self.dtype)",
+           "context = context[:, :, 0, :]",
+           (CONVS2S_LOGITS,),
+           "Gehring §3.4: the conditional input scaled by m sqrt(1/m)"),
+    Mutant("convs2s-decoder-state-plus-g", "attnjax/models/convs2s.py",
+           'd = WeightNormDense(self.embed_dim, dtype=self.dtype, name="in_proj")(h) + g.astype(self.dtype)',
+           'd = WeightNormDense(self.embed_dim, dtype=self.dtype, name="in_proj")(h)',
+           (CONVS2S_LOGITS,),
+           "Gehring §3.3: d_i = W_d h_i + b_d + g_i"),
+    Mutant("convs2s-values-plus-e", "attnjax/models/convs2s.py",
+           "ze = jnp.where(mask[..., None], z + e, jnp.zeros((), z.dtype))",
+           "ze = jnp.where(mask[..., None], z, jnp.zeros((), z.dtype))",
+           (CONVS2S_LOGITS,),
+           "Gehring §3.3: c_i = sum_j a_ij (z_j + e_j)"),
+    Mutant("convs2s-glu-gate", "attnjax/models/convs2s.py",
+           "return a * jax.nn.sigmoid(b)",
+           "return a * jnp.tanh(b)",
+           (CONVS2S_LOGITS,),
+           "Gehring §3.2 / Dauphin et al.: v([A B]) = A ⊗ σ(B)"),
+    Mutant("label-smoothing-dropped", "attnjax/training/losses.py",
+           "loss = (1.0 - label_smoothing) * nll + label_smoothing * uniform",
+           "loss = nll",
+           (f"{LOSSES}::test_label_smoothed_loss_matches_hand_computation_and_ignores_padding",),
+           "Szegedy §7 / Vaswani §5.4: H(q, p) with q = (1 - eps) onehot(y) + eps u"),
+    Mutant("label-smoothing-over-all-v", "attnjax/training/losses.py",
+           "uniform = -jnp.sum(jnp.where(support, log_probs, 0.0), axis=-1) / jnp.sum(support)",
+           "uniform = -jnp.mean(log_probs, axis=-1)",
+           (f"{LOSSES}::test_label_smoothed_loss_matches_hand_computation_and_ignores_padding",),
+           "Szegedy §7: u uniform over the K ids that can be targets (not PAD, BOS, table padding)"),
+    Mutant("noam-decay-rsqrt", "attnjax/training/optim.py",
+           "return lr * d_model**-0.5 * jnp.minimum(step**-0.5, step * max(warmup, 1)**-1.5)",
+           "return lr * d_model**-0.5 * jnp.minimum(step**-1.0, step * max(warmup, 1)**-1.5)",
+           (f"{LOSSES}::test_rsqrt_schedule_is_vaswani_equation_3",),
+           "Vaswani eq. 3: lrate = d_model^-0.5 min(step^-0.5, step warmup^-1.5)"),
+    Mutant("noam-warmup-power", "attnjax/training/optim.py",
+           "return lr * d_model**-0.5 * jnp.minimum(step**-0.5, step * max(warmup, 1)**-1.5)",
+           "return lr * d_model**-0.5 * jnp.minimum(step**-0.5, step * max(warmup, 1)**-1.0)",
+           (f"{LOSSES}::test_rsqrt_schedule_is_vaswani_equation_3",),
+           "Vaswani eq. 3: the warm-up branch step warmup^-1.5"),
+    Mutant("gnmt-length-penalty", "attnjax/decoding.py",
+           "return ((5.0 + jnp.asarray(length, jnp.float32)) / 6.0) ** alpha",
+           "return jnp.asarray(length, jnp.float32) ** (2 * alpha)",
+           ("tests/test_length_penalty_and_beam_scores.py",),
+           "Wu et al. 2016 eq. 14: lp(Y) = ((5 + |Y|) / 6)^alpha"),
+    Mutant("luong-attentional-tanh", "attnjax/models/rnn_seq2seq.py",
+           "features = jnp.tanh(self.w_c(jnp.concatenate([context.astype(self.dtype), top], axis=-1)))",
+           "features = self.w_c(jnp.concatenate([context.astype(self.dtype), top], axis=-1))",
+           RNN_TESTS,
+           "Luong eq. 5: h~_t = tanh(W_c [c_t; h_t])"),
+    Mutant("bahdanau-maxout", "attnjax/models/rnn_seq2seq.py",
+           "features = jnp.max(t_tilde.reshape(batch, self.maxout_dim, 2), axis=-1)",
+           "features = jnp.mean(t_tilde.reshape(batch, self.maxout_dim, 2), axis=-1)",
+           RNN_TESTS,
+           "Bahdanau App. A.2.2: t_i = [max(t~_{i,2j-1}, t~_{i,2j})]_j (maxout, pool 2)"),
+)
+
+
+@dataclasses.dataclass
+class Result:
+  mutant: Mutant
+  outcome: str
+  seconds: float = 0.0
+  detail: str = ""
+
+
+def _test_file(selection: str) -> Path:
+  return ROOT / selection.split("::", 1)[0]
+
+
+def _copy_tree(dest: Path) -> None:
+  ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+  for name in COPIED_TREES:
+    shutil.copytree(ROOT / name, dest / name, ignore=ignore)
+  for name in COPIED_FILES:
+    if (ROOT / name).exists():
+      shutil.copy2(ROOT / name, dest / name)
+
+
+def _env(workdir: Path) -> dict[str, str]:
+  env = dict(os.environ)
+  env.update(PYTHONPATH=str(workdir), JAX_PLATFORMS="cpu", PYTHONDONTWRITEBYTECODE="1")
+  return env
+
+
+def _pytest(workdir: Path, tests, timeout: float) -> tuple[int | None, str]:
+  """(return code or None on timeout, combined output) of pytest on ``tests`` inside ``workdir``."""
+  cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+  try:
+    proc = subprocess.run(cmd, cwd=workdir, env=_env(workdir), capture_output=True, text=True, timeout=timeout,
+                          check=False)
+  except subprocess.TimeoutExpired as e:
+    out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+    return None, out
+  return proc.returncode, proc.stdout + proc.stderr
+
+
+def _check_import_location(workdir: Path) -> None:
+  """The copy's attnjax must shadow the editable install, or every mutant would run against the real tree."""
+  out = subprocess.run([sys.executable, "-c", "import attnjax, tests; print(attnjax.__file__); print(tests.__file__)"],
+                       cwd=workdir, env=_env(workdir), capture_output=True, text=True, check=True).stdout.split()
+  for path in out:
+    if not Path(path).resolve().is_relative_to(workdir.resolve()):
+      raise SystemExit(f"mutation_check: {path} is imported instead of the copy in {workdir}; check PYTHONPATH and "
+                       f"the editable install")
+
+
+def _apply(workdir: Path, mutant: Mutant) -> str | None:
+  """Applies the mutant in ``workdir``; returns an error message if the original text is not there exactly once."""
+  path = workdir / mutant.path
+  if not path.exists():
+    return f"{mutant.path} does not exist"
+  text = path.read_text()
+  count = text.count(mutant.original)
+  if count != 1:
+    return f"original text found {count} times in {mutant.path} (expected exactly once): {mutant.original!r}"
+  path.write_text(text.replace(mutant.original, mutant.replacement))
+  return None
+
+
+def _baseline(mutants, timeout: float) -> bool:
+  """Runs every selection once on the unmodified code; True if all pass."""
+  selections = list(dict.fromkeys(t for m in mutants for t in m.tests if _test_file(t).exists()))
+  if not selections:
+    return True
+  with tempfile.TemporaryDirectory(prefix="mutants-baseline-") as tmp:
+    workdir = Path(tmp)
+    _copy_tree(workdir)
+    _check_import_location(workdir)
+    start = time.monotonic()
+    code, out = _pytest(workdir, selections, timeout * 2)
+    seconds = time.monotonic() - start
+  if code != 0:
+    print(f"baseline FAILED ({seconds:.1f}s): the unmodified code fails its own selection, so 'killed' would mean "
+          f"nothing.\n{_tail(out)}")
+    return False
+  print(f"baseline: {len(selections)} selections pass on the unmodified code ({seconds:.1f}s)")
+  return True
+
+
+def _tail(text: str, lines: int = 25) -> str:
+  return "\n".join("    " + line for line in text.strip().splitlines()[-lines:])
+
+
+def run_mutant(mutant: Mutant, timeout: float) -> Result:
+  missing = [t for t in mutant.tests if not _test_file(t).exists()]
+  with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
+    workdir = Path(tmp)
+    _copy_tree(workdir)
+    error = _apply(workdir, mutant)
+    if error:
+      return Result(mutant, "not applied", detail=error)
+    if missing:
+      return Result(mutant, "tests missing", detail="missing: " + ", ".join(sorted({str(_test_file(t).relative_to(
+          ROOT)) for t in missing})))
+    start = time.monotonic()
+    code, out = _pytest(workdir, mutant.tests, timeout)
+    seconds = time.monotonic() - start
+  if code is None:
+    return Result(mutant, "killed (timeout)", seconds)
+  if code == 1:
+    return Result(mutant, "killed", seconds)
+  if code == 0:
+    return Result(mutant, "survived", seconds, detail=_tail(out))
+  return Result(mutant, f"error (pytest exit {code})", seconds, detail=_tail(out))
+
+
+def _short(selection: str) -> str:
+  file, _, node = selection.partition("::")
+  name = Path(file).name
+  return f"{name}::{node}" if node else name
+
+
+def print_table(results) -> None:
+  rows = [(r.mutant.name, ", ".join(_short(t) for t in r.mutant.tests), r.outcome,
+           f"{r.seconds:.1f}" if r.seconds else "-") for r in results]
+  header = ("mutant", "tests", "outcome", "seconds")
+  widths = [max(len(row[i]) for row in rows + [header]) for i in range(4)]
+  line = lambda row: "  ".join(cell.ljust(w) if i < 3 else cell.rjust(w) for i, (cell, w) in
+                               enumerate(zip(row, widths)))
+  print(line(header))
+  print("  ".join("-" * w for w in widths))
+  for row in rows:
+    print(line(row))
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+  parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
+  parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+  parser.add_argument("--no-baseline", action="store_true", help="skip the run on the unmodified code")
+  parser.add_argument("--strict", action="store_true", help="missing tests count as a failure")
+  parser.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant (a timeout counts as killed)")
+  args = parser.parse_args(argv)
+
+  by_name = {m.name: m for m in MUTANTS}
+  unknown = [n for n in args.names if n not in by_name]
+  if unknown:
+    parser.error(f"unknown mutants {unknown}; choose from {sorted(by_name)}")
+  mutants = [by_name[n] for n in args.names] if args.names else list(MUTANTS)
+  if args.list:
+    for m in mutants:
+      print(f"{m.name}: {m.path}: {m.equation}\n    {m.original!r}\n -> {m.replacement!r}\n    tests: "
+            f"{', '.join(m.tests)}")
+    return 0
+
+  total = time.monotonic()
+  if not args.no_baseline and not _baseline(mutants, args.timeout):
+    return 1
+  results = []
+  for m in mutants:
+    result = run_mutant(m, args.timeout)
+    print(f"  {m.name}: {result.outcome}" + (f" ({result.seconds:.1f}s)" if result.seconds else ""), flush=True)
+    results.append(result)
+  print()
+  print_table(results)
+  for r in results:
+    if r.detail and not r.outcome.startswith("killed"):
+      print(f"\n{r.mutant.name} ({r.outcome}): {r.mutant.equation}\n{r.detail}")
+  bad = [r for r in results if r.outcome in ("survived", "not applied") or r.outcome.startswith("error")
+         or (args.strict and r.outcome == "tests missing")]
+  missing = [r for r in results if r.outcome == "tests missing"]
+  killed = sum(r.outcome.startswith("killed") for r in results)
+  print(f"\n{killed}/{len(results)} killed, {len(missing)} with tests missing, {len(bad)} failing the check; "
+        f"{time.monotonic() - total:.0f}s in all")
+  return 1 if bad else 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
