@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 
-.PHONY: quickstart test bench aot clean
+.PHONY: quickstart test bench aot mutants clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ bench: $(VENV)/.installed
 # write the cost table: per-device memory, fit, estimated step time and device-hours.
 aot: $(VENV)/.installed
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.compile --all --out=docs/study_cost.md
+
+# Mutation check (issue 12): one-line corruptions of the papers' equations (sqrt(d_model), sqrt(d_k), causal mask,
+# Shaw's clipping, ConvS2S's sqrt(0.5), label smoothing, the rsqrt schedule, the GNMT penalty, ...) must each make
+# their equation tests fail; each runs in a temporary copy of attnjax/ and tests/. A few minutes on 2 cores.
+mutants: $(VENV)/.installed
+	JAX_PLATFORMS=cpu $(PY) -m tools.mutation_check
 
 clean:
 	rm -rf $(VENV) build *.egg-info

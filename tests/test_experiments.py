@@ -59,7 +59,7 @@ def test_sweeps_override_existing_keys_and_validate():
   sweeps = module["SWEEPS"]
   assert [p["name"] for p in sweeps["heads"]] == ["heads1", "heads4", "heads8", "heads16"]
   assert [p["name"] for p in sweeps["layers"]] == ["layers3", "layers6", "layers12", "layers24"]
-  assert [p["name"] for p in sweeps["positional"]] == ["sinusoidal", "learned", "relative"]
+  assert [p["name"] for p in sweeps["positional"]] == ["sinusoidal", "learned", "relative", "t5"]
   for points in sweeps.values():
     for point in points:
       config = module["get_config"]()

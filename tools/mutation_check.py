@@ -10,9 +10,10 @@ exactly once, else the mutant is reported "not applied": the code moved and the 
 
 there, with cwd and PYTHONPATH = the copy (so the copy's ``attnjax`` shadows the editable install) and
 JAX_PLATFORMS=cpu. Outcomes: "killed" (the tests failed, or timed out), "survived" (they passed: the tests do not pin
-that equation), "not applied", "tests missing" (a named test file does not exist yet), "error" (pytest could not
-run the selection: usage error, nothing collected). A baseline run of every selection on the unmodified copy comes
-first: a test that already fails would "kill" every mutant for nothing.
+that equation), "not applied", "tests missing" (a named test file does not exist yet), "baseline fails" (the tests
+already fail on the unmodified code, so a "kill" would mean nothing: the mutant is not run), "error" (pytest could not
+run the selection: usage error, nothing collected). The baseline runs each distinct selection once on an unmodified
+copy before the mutants.
 
 Usage (from the repository root):
 
@@ -20,8 +21,8 @@ Usage (from the repository root):
     python -m tools.mutation_check NAME [NAME ...] # some of them
     python -m tools.mutation_check --list          # the mutants and their tests
 
-Exit status: 0 if every applicable mutant whose tests exist was killed; 1 if one survived, could not be applied,
-errored, or the baseline failed (with ``--strict``, also if a mutant's tests are missing).
+Exit status: 0 if every mutant whose tests exist was killed; 1 if one survived, could not be applied, errored, or
+its tests fail on the unmodified code (with ``--strict``, also if a mutant's tests are missing).
 """
 
 from __future__ import annotations
@@ -232,31 +233,36 @@ def _apply(workdir: Path, mutant: Mutant) -> str | None:
   return None
 
 
-def _baseline(mutants, timeout: float) -> bool:
-  """Runs every selection once on the unmodified code; True if all pass."""
-  selections = list(dict.fromkeys(t for m in mutants for t in m.tests if _test_file(t).exists()))
+def _baseline(mutants, timeout: float) -> dict[tuple[str, ...], str]:
+  """Runs each distinct selection (whose files exist) once on the unmodified code; maps the failing ones to a report.
+
+  A selection that already fails would "kill" its mutants for nothing: those mutants are reported "baseline fails"
+  instead of being run, and the others still run (the tree is shared, and someone's test may be mid-change).
+  """
+  selections = list(dict.fromkeys(m.tests for m in mutants if all(_test_file(t).exists() for t in m.tests)))
+  failures = {}
   if not selections:
-    return True
+    return failures
   with tempfile.TemporaryDirectory(prefix="mutants-baseline-") as tmp:
     workdir = Path(tmp)
     _copy_tree(workdir)
     _check_import_location(workdir)
-    start = time.monotonic()
-    code, out = _pytest(workdir, selections, timeout * 2)
-    seconds = time.monotonic() - start
-  if code != 0:
-    print(f"baseline FAILED ({seconds:.1f}s): the unmodified code fails its own selection, so 'killed' would mean "
-          f"nothing.\n{_tail(out)}")
-    return False
-  print(f"baseline: {len(selections)} selections pass on the unmodified code ({seconds:.1f}s)")
-  return True
+    for tests in selections:
+      start = time.monotonic()
+      code, out = _pytest(workdir, tests, timeout)
+      seconds = time.monotonic() - start
+      status = "passes" if code == 0 else "FAILS"
+      print(f"  baseline {status} ({seconds:.1f}s): {', '.join(_short(t) for t in tests)}", flush=True)
+      if code != 0:
+        failures[tests] = _tail(out)
+  return failures
 
 
 def _tail(text: str, lines: int = 25) -> str:
   return "\n".join("    " + line for line in text.strip().splitlines()[-lines:])
 
 
-def run_mutant(mutant: Mutant, timeout: float) -> Result:
+def run_mutant(mutant: Mutant, timeout: float, baseline_failures=None) -> Result:
   missing = [t for t in mutant.tests if not _test_file(t).exists()]
   with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
     workdir = Path(tmp)
@@ -267,6 +273,9 @@ def run_mutant(mutant: Mutant, timeout: float) -> Result:
     if missing:
       return Result(mutant, "tests missing", detail="missing: " + ", ".join(sorted({str(_test_file(t).relative_to(
           ROOT)) for t in missing})))
+    if baseline_failures and mutant.tests in baseline_failures:
+      return Result(mutant, "baseline fails", detail="the unmodified code fails these tests:\n"
+                    + baseline_failures[mutant.tests])
     start = time.monotonic()
     code, out = _pytest(workdir, mutant.tests, timeout)
     seconds = time.monotonic() - start
@@ -319,11 +328,10 @@ def main(argv=None) -> int:
     return 0
 
   total = time.monotonic()
-  if not args.no_baseline and not _baseline(mutants, args.timeout):
-    return 1
+  baseline_failures = {} if args.no_baseline else _baseline(mutants, args.timeout)
   results = []
   for m in mutants:
-    result = run_mutant(m, args.timeout)
+    result = run_mutant(m, args.timeout, baseline_failures)
     print(f"  {m.name}: {result.outcome}" + (f" ({result.seconds:.1f}s)" if result.seconds else ""), flush=True)
     results.append(result)
   print()
@@ -331,7 +339,8 @@ def main(argv=None) -> int:
   for r in results:
     if r.detail and not r.outcome.startswith("killed"):
       print(f"\n{r.mutant.name} ({r.outcome}): {r.mutant.equation}\n{r.detail}")
-  bad = [r for r in results if r.outcome in ("survived", "not applied") or r.outcome.startswith("error")
+  failing = ("survived", "not applied", "baseline fails")
+  bad = [r for r in results if r.outcome in failing or r.outcome.startswith("error")
          or (args.strict and r.outcome == "tests missing")]
   missing = [r for r in results if r.outcome == "tests missing"]
   killed = sum(r.outcome.startswith("killed") for r in results)

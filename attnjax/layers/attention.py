@@ -3,7 +3,15 @@
 The parameter tree is exactly that of ``flax.linen.MultiHeadDotProductAttention`` (``query``/``key``/``value``:
 ``kernel [D, N, H]``, ``bias [N, H]``; ``out``: ``kernel [N, H, D]``, ``bias [D]``), annotated with the logical axis
 names ``embed``, ``heads``, ``kv`` so that a mesh can shard heads by name. With ``relative="shaw"`` the layer also owns
-the relative-position tables of Shaw et al. 2018 (``rel_key``/``rel_value``: ``[2K + 1, H]``, shared by all heads).
+the relative-position tables of Shaw et al. 2018 (``rel_key``/``rel_value``: ``[2K + 1, H]``, shared by all heads);
+with ``relative="t5"`` the bucketed relative bias of Raffel et al. 2020 (``rel_bias``: ``[num_buckets, N]``, one
+scalar per bucket and head, added to the logits; bidirectional buckets in an encoder, causal ones in a decoder).
+
+``attention_type`` picks the self-attention pattern: ``"full"`` (softmax over every key), ``"local"`` (a sliding
+window of ``window`` keys on each side, or the past ``window`` keys when causal: :func:`attnjax.kernels.local_attention`)
+or ``"linear"`` (Katharopoulos et al. 2020: :func:`attnjax.kernels.linear_attention`). With a cache (step-by-step
+decoding) both are computed over the cached buffer with the same band / feature map, so cached decoding equals
+teacher forcing. Cross-attention is always full.
 
 Caches are plain dicts passed in and returned, never Flax ``"cache"`` collections: beam search reorders them like
 any other array, and one call may append many tokens (a prefill) as well as one.
@@ -25,7 +33,8 @@ import jax.numpy as jnp
 
 from attnjax import kernels
 
-RELATIVE = (None, "shaw")
+RELATIVE = (None, "shaw", "t5")
+ATTENTION_TYPES = ("full", "local", "linear")
 
 
 def _partitioned(init, names):
@@ -41,8 +50,13 @@ class MultiHeadAttention(nn.Module):
     out_features: output size (default qkv_features).
     dropout_rate: attention dropout on the weights (``deterministic=False`` draws from the ``"dropout"`` stream).
     use_bias: biases on the four projections.
-    relative: None, or ``"shaw"`` for Shaw et al. 2018 relative positions (self-attention, ``implementation="xla"``).
+    relative: None, ``"shaw"`` for Shaw et al. 2018 relative positions or ``"t5"`` for T5's bucketed relative bias
+      (self-attention, ``implementation="xla"``).
     max_relative_distance: Shaw's clipping distance K.
+    bidirectional: T5 buckets for both directions (encoder) or for the past only (causal decoder).
+    t5_num_buckets, t5_max_distance: T5's 32 buckets and 128 positions.
+    attention_type: ``"full"``, ``"local"`` or ``"linear"`` (see the module docstring).
+    window: the local attention's half-width (past extent when causal).
     implementation: ``"xla"`` or ``"blockwise"`` (see :func:`attnjax.kernels.scaled_dot_product_attention`).
     dtype: computation dtype (e.g. bfloat16); the softmax stays float32.
     param_dtype: parameter dtype.
@@ -54,6 +68,11 @@ class MultiHeadAttention(nn.Module):
   use_bias: bool = True
   relative: str | None = None
   max_relative_distance: int = 16
+  bidirectional: bool = True
+  t5_num_buckets: int = 32
+  t5_max_distance: int = 128
+  attention_type: str = "full"
+  window: int = 64
   implementation: str = "xla"
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
@@ -62,6 +81,12 @@ class MultiHeadAttention(nn.Module):
   def setup(self):
     if self.relative not in RELATIVE:
       raise ValueError(f"relative must be one of {RELATIVE}, got {self.relative!r}")
+    if self.attention_type not in ATTENTION_TYPES:
+      raise ValueError(f"attention_type must be one of {ATTENTION_TYPES}, got {self.attention_type!r}")
+    if self.attention_type != "full" and (self.relative or self.dropout_rate):
+      raise ValueError(f"attention_type={self.attention_type!r} takes neither relative positions ({self.relative!r}) "
+                       f"nor attention dropout ({self.dropout_rate}): its kernel has no logits to bias or weights to "
+                       "drop")
     if self.qkv_features is None or self.qkv_features % self.num_heads:
       raise ValueError(f"qkv_features must be set and divisible by num_heads={self.num_heads}, "
                        f"got {self.qkv_features}")
@@ -80,6 +105,9 @@ class MultiHeadAttention(nn.Module):
       shape = (2 * self.max_relative_distance + 1, head_dim)
       self.rel_key = self.param("rel_key", init, shape, self.param_dtype)
       self.rel_value = self.param("rel_value", init, shape, self.param_dtype)
+    if self.relative == "t5":
+      init = _partitioned(nn.initializers.normal(1.0), (None, "heads"))
+      self.rel_bias = self.param("rel_bias", init, (self.t5_num_buckets, self.num_heads), self.param_dtype)
 
   def __call__(self, inputs_q, inputs_kv=None, *, mask=None, is_causal=False, kv_cache=None, cache_index=None,
                positions=None, deterministic=True, return_weights=False):
@@ -130,7 +158,16 @@ class MultiHeadAttention(nn.Module):
       dropout_rng = self.make_rng("dropout")
     common = dict(mask=mask, is_causal=is_causal, dropout_rate=self.dropout_rate if dropout_rng is not None else 0.0,
                   dropout_rng=dropout_rng, return_weights=return_weights)
-    if self.relative == "shaw":
+    if self.attention_type != "full":
+      out = self._local_or_linear(query, key, value, mask, is_causal, q_positions, kv_positions, kv_cache is not None)
+      return self.out(out), new_cache, None
+    if self.relative == "t5":
+      if q_positions is None:
+        raise ValueError("relative='t5' is for self-attention; a cross-attention cache has no relative positions")
+      common["bias"] = kernels.t5_relative_bias(self.rel_bias.astype(jnp.float32), q_positions, kv_positions,
+                                                bidirectional=self.bidirectional, max_distance=self.t5_max_distance)
+      result = kernels.scaled_dot_product_attention(query, key, value, implementation="xla", **common)
+    elif self.relative == "shaw":
       if q_positions is None:
         raise ValueError("relative='shaw' is for self-attention; a cross-attention cache has no relative positions")
       rel_key, rel_value = (kernels.shaw_relative_embeddings(table.astype(self.dtype), q_positions, kv_positions,
@@ -141,6 +178,32 @@ class MultiHeadAttention(nn.Module):
       result = kernels.scaled_dot_product_attention(query, key, value, implementation=self.implementation, **common)
     out, weights = result if return_weights else (result, None)
     return self.out(out), new_cache, weights
+
+  def _local_or_linear(self, query, key, value, mask, is_causal, q_positions, kv_positions, cached):
+    """Local or linear self-attention ``[B, T, N, H]``. Without a cache through the kernels (linear in T); with one,
+    exactly the same function over the cached buffer (one query at a time is cheap either way)."""
+    if q_positions is None:
+      raise ValueError(f"attention_type={self.attention_type!r} is for self-attention")
+    if mask is not None and not cached and mask.shape[-2] != 1:
+      raise ValueError(f"attention_type={self.attention_type!r} takes a key padding mask [B, 1, 1, S], not a "
+                       f"per-query mask of shape {mask.shape} (packed rows need attention_type='full')")
+    kv_valid = None if mask is None else jnp.any(mask, axis=(1, 2)) if not cached else None
+    if not cached:
+      if self.attention_type == "local":
+        return kernels.local_attention(query, key, value, window=self.window, is_causal=is_causal,
+                                       kv_valid=kv_valid)
+      return kernels.linear_attention(query, key, value, is_causal=is_causal, kv_valid=kv_valid)
+    visible = mask  # [B|1, 1, T, L]: causal and the written part of the buffer (see __call__)
+    if self.attention_type == "local":
+      band = (kv_positions[None, :] >= q_positions[:, None] - self.window)[None, None]
+      return kernels.scaled_dot_product_attention(query, key, value, mask=jnp.logical_and(visible, band),
+                                                  implementation="xla")
+    # linear: out_t = phi(q_t)^T sum_{j visible} phi(k_j) v_j^T / (phi(q_t)^T sum_{j visible} phi(k_j) + eps)
+    phi = lambda x: jax.nn.elu(x.astype(jnp.float32)) + 1.0
+    scores = jnp.einsum("btnh,blnh->bntl", phi(query), phi(key)) * visible.astype(jnp.float32)
+    numerator = jnp.einsum("bntl,blnh->btnh", scores, value.astype(jnp.float32))
+    denominator = jnp.moveaxis(jnp.sum(scores, axis=-1), 1, 2)[..., None]  # [B, T, N, 1]
+    return (numerator / (denominator + 1e-6)).astype(query.dtype)
 
   def project_kv(self, inputs_kv):
     """The cross-attention cache of a memory ``[B, S, D]``: ``{"key", "value"}: [B, S, N, H]``, computed once."""

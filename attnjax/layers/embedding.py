@@ -4,7 +4,8 @@ Vaswani et al. 2017 §3.4 share one matrix between the source embedding, the tar
 projection (with a shared source/target vocabulary), and multiply embeddings by sqrt(d_model). §3.5 adds sinusoidal
 position encodings; the paper found learned positions "nearly identical" (Table 3, row E). Relative positions
 (Shaw et al. 2018) live inside the attention layers instead (see :class:`attnjax.layers.attention.MultiHeadAttention`),
-so here ``"relative"`` adds nothing.
+so here ``"relative"`` adds nothing, and neither does ``"t5"`` (Raffel et al. 2020's bucketed relative bias, also in
+the attention layers).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import jax.numpy as jnp
 
 from attnjax import kernels
 
-POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "relative")
+POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "relative", "t5")
 
 
 class TokenEmbedding(nn.Module):
@@ -61,7 +62,7 @@ class PositionalEncoding(nn.Module):
       self.table = self.param("position_embedding", init, (self.max_length, self.features), self.param_dtype)
 
   def __call__(self, positions):
-    if self.kind == "relative":
+    if self.kind in ("relative", "t5"):  # positions enter the attention logits instead
       return None
     if self.kind == "learned":
       return jnp.take(self.table, positions, axis=0).astype(self.dtype)

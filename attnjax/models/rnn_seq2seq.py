@@ -127,7 +127,7 @@ class ResetBeforeGRUCell(nn.Module):
 
     z = nn.sigmoid(w("w_z")(inputs) + u("u_z")(s))
     r = nn.sigmoid(w("w_r")(inputs) + u("u_r")(s))
-    candidate = jnp.tanh(w("w")(inputs) + r * u("u")(s))
+    candidate = jnp.tanh(w("w")(inputs) + u("u")(r * s))
     new_s = (1.0 - z) * s + z * candidate
     return new_s, new_s
 

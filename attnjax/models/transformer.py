@@ -93,11 +93,16 @@ class LayerConfig:
   implementation: str
   dtype: Any
   param_dtype: Any
+  attention_type: str = "full"
+  window: int = 64
 
-  def attention(self, name, relative=None):
+  def attention(self, name, relative=None, *, causal=False, cross=False):
+    """A self-attention (with the configured relative positions and attention type; T5 buckets causal in the
+    decoder) or, with ``cross``, an encoder-decoder attention (always full, no relative positions)."""
     return MultiHeadAttention(num_heads=self.num_heads, qkv_features=self.d_model, out_features=self.d_model,
                               dropout_rate=self.attention_dropout_rate, relative=relative,
-                              max_relative_distance=self.max_relative_distance,
+                              max_relative_distance=self.max_relative_distance, bidirectional=not causal,
+                              attention_type="full" if cross else self.attention_type, window=self.window,
                               implementation="xla" if relative else self.implementation, dtype=self.dtype,
                               param_dtype=self.param_dtype, name=name)
 
@@ -130,8 +135,8 @@ class DecoderLayer(nn.Module):
 
   def setup(self):
     cfg = self.config
-    self.self_attention = cfg.attention("self_attention", cfg.relative)
-    self.cross_attention = cfg.attention("cross_attention")
+    self.self_attention = cfg.attention("self_attention", cfg.relative, causal=True)
+    self.cross_attention = cfg.attention("cross_attention", cross=True)
     self.ffn = cfg.ffn()
     self.self_block = cfg.sublayer("self_attention_block")
     self.cross_block = cfg.sublayer("cross_attention_block")
@@ -168,7 +173,10 @@ class Transformer(nn.Module):
     dropout_rate: P_drop on sublayer outputs and on embeddings + positions.
     attention_dropout_rate, relu_dropout_rate: dropout on attention weights / FFN activations (0 in the paper).
     pre_norm: False = the paper's post-norm.
-    positional: ``"sinusoidal"`` | ``"learned"`` | ``"relative"`` (Shaw et al. 2018, in every self-attention).
+    positional: ``"sinusoidal"`` | ``"learned"`` | ``"relative"`` (Shaw et al. 2018, in every self-attention) |
+      ``"t5"`` (Raffel et al. 2020's bucketed relative bias, in every self-attention).
+    attention_type: self-attention pattern, ``"full"`` | ``"local"`` (a window of ``local_window`` keys each side, or
+      the past ``local_window`` in the decoder) | ``"linear"`` (Katharopoulos et al. 2020); cross-attention is full.
     max_length: longest sequence for learned positions.
     max_relative_distance: Shaw's clipping distance K.
     shared_vocab: source and target use one vocabulary (required by ``share_source_embeddings``).
@@ -195,6 +203,8 @@ class Transformer(nn.Module):
   tie_decoder_embeddings: bool = True
   share_source_embeddings: bool = False
   implementation: str = "xla"
+  attention_type: str = "full"
+  local_window: int = 64
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
 
@@ -204,6 +214,12 @@ class Transformer(nn.Module):
       raise ValueError(f"num_heads ({self.num_heads}) must divide d_model ({self.d_model})")
     if self.positional not in POSITIONAL_ENCODINGS:
       raise ValueError(f"positional must be one of {POSITIONAL_ENCODINGS}, got {self.positional!r}")
+    if self.attention_type not in ("full", "local", "linear"):
+      raise ValueError(f"attention_type must be 'full', 'local' or 'linear', got {self.attention_type!r}")
+    if self.attention_type != "full" and (self.positional in ("relative", "t5") or self.attention_dropout_rate):
+      raise ValueError(f"attention_type={self.attention_type!r} goes with absolute positions and no attention "
+                       f"dropout (got positional={self.positional!r}, attention_dropout_rate="
+                       f"{self.attention_dropout_rate})")
     if self.share_source_embeddings and not self.shared_vocab:
       raise ValueError("share_source_embeddings=True needs shared_vocab=True: tying source and target embeddings "
                        "is only meaningful with one vocabulary")
@@ -217,9 +233,10 @@ class Transformer(nn.Module):
     super().__post_init__()
 
   def setup(self):
+    relative = {"relative": "shaw", "t5": "t5"}.get(self.positional)
     cfg = LayerConfig(self.d_model, self.num_heads, self.d_ff, self.dropout_rate, self.attention_dropout_rate,
-                      self.relu_dropout_rate, self.pre_norm, "shaw" if self.positional == "relative" else None,
-                      self.max_relative_distance, self.implementation, self.dtype, self.param_dtype)
+                      self.relu_dropout_rate, self.pre_norm, relative, self.max_relative_distance, self.implementation,
+                      self.dtype, self.param_dtype, self.attention_type, self.local_window)
     embed = lambda vocab, name: TokenEmbedding(vocab, self.d_model, dtype=self.dtype, param_dtype=self.param_dtype,
                                                name=name)
     self.tgt_embed = embed(self.tgt_vocab_size, "tgt_embed")

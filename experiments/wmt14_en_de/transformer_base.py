@@ -16,7 +16,8 @@ SWEEPS = {
     "heads": [{"name": f"heads{h}", "overrides": {"model.num_heads": h}} for h in (1, 4, 8, 16)],
     "layers": [{"name": f"layers{n}", "overrides": {"model.num_encoder_layers": n, "model.num_decoder_layers": n}}
                for n in (3, 6, 12, 24)],
-    "positional": [{"name": p, "overrides": {"model.positional": p}} for p in ("sinusoidal", "learned", "relative")],
+    "positional": [{"name": p, "overrides": {"model.positional": p}}
+                   for p in ("sinusoidal", "learned", "relative", "t5")],
 }
 
 

@@ -69,3 +69,86 @@ def test_attention_dropout_uses_the_dropout_stream_only_when_not_deterministic(r
 def test_heads_must_divide_features():
   with pytest.raises(ValueError, match="num_heads"):
     MultiHeadAttention(num_heads=3, qkv_features=16).init(jax.random.PRNGKey(0), jnp.zeros((1, 2, 16)))
+
+
+def _projected(layer, variables, x):
+  """q, k, v ``[B, T, N, H]`` from the layer's own projections (NumPy, float64)."""
+  del layer
+  p = nn.meta.unbox(variables["params"])
+  proj = lambda name: np.einsum("btd,dnh->btnh", x, np.asarray(p[name]["kernel"], np.float64)) + \
+      np.asarray(p[name]["bias"], np.float64)
+  return proj("query"), proj("key"), proj("value")
+
+
+def _out(variables, z):
+  p = nn.meta.unbox(variables["params"])["out"]
+  return np.einsum("btnh,nhd->btd", z, np.asarray(p["kernel"], np.float64)) + np.asarray(p["bias"], np.float64)
+
+
+def _softmax_attention(q, k, v, allowed, bias=None):
+  """softmax_j(q_i . k_j / sqrt(H) + bias_ij) over allowed keys, [B, T, N, H] (a NumPy transcription)."""
+  logits = np.einsum("btnh,bsnh->bnts", q, k) / np.sqrt(q.shape[-1])
+  if bias is not None:
+    logits = logits + bias
+  logits = np.where(allowed, logits, -np.inf)
+  weights = np.exp(logits - logits.max(-1, keepdims=True))
+  weights = weights / weights.sum(-1, keepdims=True)
+  return np.einsum("bnts,bsnh->btnh", weights, v)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_local_attention_is_softmax_over_a_band_of_keys(causal):
+  b, t, d, window = 2, 9, 8, 2
+  layer = MultiHeadAttention(num_heads=2, qkv_features=d, attention_type="local", window=window)
+  x = np.random.default_rng(0).normal(size=(b, t, d))
+  valid = np.ones((b, t), bool)
+  valid[1, 6:] = False
+  variables = layer.init(jax.random.PRNGKey(0), jnp.asarray(x, jnp.float32))
+  out, _, _ = layer.apply(variables, jnp.asarray(x, jnp.float32), mask=jnp.asarray(valid)[:, None, None, :],
+                          is_causal=causal)
+  q, k, v = _projected(layer, variables, x)
+  i, j = np.arange(t)[:, None], np.arange(t)[None, :]
+  band = (j >= i - window) & ((j <= i) if causal else (j <= i + window))
+  expected = _out(variables, _softmax_attention(q, k, v, band[None, None] & valid[:, None, None, :]))
+  np.testing.assert_allclose(np.asarray(out)[0], expected[0], atol=1e-4)
+  np.testing.assert_allclose(np.asarray(out)[1, :6], expected[1, :6], atol=1e-4)
+
+
+def test_linear_attention_is_katharopoulos_feature_map_attention():
+  b, t, d = 2, 7, 8
+  layer = MultiHeadAttention(num_heads=2, qkv_features=d, attention_type="linear")
+  x = np.random.default_rng(1).normal(size=(b, t, d))
+  variables = layer.init(jax.random.PRNGKey(0), jnp.asarray(x, jnp.float32))
+  out, _, _ = layer.apply(variables, jnp.asarray(x, jnp.float32), is_causal=True)
+  q, k, v = _projected(layer, variables, x)
+  phi = lambda a: np.where(a > 0, a + 1.0, np.exp(a))  # elu(a) + 1
+  scores = np.einsum("btnh,bsnh->bnts", phi(q), phi(k)) * np.tril(np.ones((t, t)))[None, None]
+  z = np.einsum("bnts,bsnh->btnh", scores, v) / (np.moveaxis(scores.sum(-1), 1, 2)[..., None] + 1e-6)
+  np.testing.assert_allclose(np.asarray(out), _out(variables, z), atol=1e-4)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_t5_bias_is_a_learned_scalar_per_bucket_and_head(bidirectional):
+  """Raffel et al. 2020: half the buckets for exact small distances, the rest logarithmic up to max_distance; in a
+  causal decoder only the past counts (every future distance falls in bucket 0)."""
+  b, t, d = 1, 12, 8
+  layer = MultiHeadAttention(num_heads=2, qkv_features=d, relative="t5", bidirectional=bidirectional,
+                             t5_num_buckets=8, t5_max_distance=10)
+  x = np.random.default_rng(2).normal(size=(b, t, d))
+  variables = layer.init(jax.random.PRNGKey(0), jnp.asarray(x, jnp.float32))
+  out, _, _ = layer.apply(variables, jnp.asarray(x, jnp.float32), is_causal=not bidirectional)
+  table = np.asarray(nn.meta.unbox(variables["params"])["rel_bias"], np.float64)  # [8 buckets, 2 heads]
+
+  def bucket(rel):  # rel = j - i, written from the paper's description (T5's relative_position_bucket)
+    n, exact = (4, 2) if bidirectional else (8, 4)
+    offset = 4 if bidirectional and rel > 0 else 0
+    distance = abs(rel) if bidirectional else max(-rel, 0)
+    if distance < exact:
+      return offset + distance
+    large = exact + int(np.log(distance / exact) / np.log(10 / exact) * (n - exact))
+    return offset + min(large, n - 1)
+
+  bias = np.array([[[table[bucket(j - i), h] for j in range(t)] for i in range(t)] for h in range(2)])[None]
+  allowed = np.ones((t, t), bool) if bidirectional else np.tril(np.ones((t, t), bool))
+  q, k, v = _projected(layer, variables, x)
+  np.testing.assert_allclose(np.asarray(out), _out(variables, _softmax_attention(q, k, v, allowed, bias)), atol=1e-4)

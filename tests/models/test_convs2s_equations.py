@@ -5,8 +5,8 @@ The model's own parameters (randomly perturbed, so that biases and weight-norm g
 ``model.init``; the computation is written from the paper, one sentence at a time without padding (a padded batch must
 give the unpadded sentence's logits), in float64, dropout off. Taken from the code's documentation, not the paper:
 the parameter layouts (Flax ``[in, out]`` kernels, convolution kernels ``[k, C_in, 2C]`` whose tap 0 multiplies the
-leftmost input of the window), weight normalisation W = g·V/‖V‖ (Salimans & Kingma 2016, used by the paper's fairseq
-code), the 0-based positions, and the two choices the paper leaves open that the module docstring documents:
+leftmost input of the window), weight normalisation W = g·V/‖V‖ (Salimans & Kingma 2016, used by the paper's
+fairseq code), the 0-based positions, and the two choices the paper leaves open that the module docstring documents:
 (h_i + W_c c_i + b_c)·sqrt(0.5), and d_i = W_d h_i + b_d + g_i without fairseq's extra sqrt(0.5).
 """
 

@@ -56,8 +56,8 @@ def _dense(p, x):
 def _lstm(p, x, state):
   """The LSTM (Hochreiter & Schmidhuber 1997 with a forget gate; Zaremba et al. 2014 §3, as used by Luong et al.)::
 
-      i = σ(W_i x + U_i h + b_i),  f = σ(W_f x + U_f h + b_f),  g = tanh(W_g x + U_g h + b_g),  o = σ(W_o x + U_o h + b_o)
-      c' = f ⊙ c + i ⊙ g,  h' = o ⊙ tanh(c')
+      i = σ(W_i x + U_i h + b_i),  f = σ(W_f x + U_f h + b_f),  o = σ(W_o x + U_o h + b_o)
+      g = tanh(W_g x + U_g h + b_g),  c' = f ⊙ c + i ⊙ g,  h' = o ⊙ tanh(c')
 
   state: (c, h). Sutskever et al. cite Graves 2013, whose peepholes this cell (and the model's) does not have.
   """

@@ -1,4 +1,5 @@
-"""RNNSeq2Seq (Sutskever 2014, Bahdanau 2015, Luong 2015): interface conformance and the papers' specifics."""
+"""RNNSeq2Seq (Sutskever 2014, Bahdanau 2015, Luong 2015): interface conformance and the papers' specifics. The
+logits themselves are checked against NumPy transcriptions of the papers' equations in test_rnn_equations.py."""
 
 import functools
 
@@ -88,6 +89,8 @@ def test_padding_does_not_change_real_positions(config):
     dict(attention="luong_general", num_layers=2, input_feeding=False, cell="gru"),
     dict(attention="bahdanau", num_layers=2, tie_output_embedding=True),
     dict(attention="luong_dot", bidirectional_encoder=True, reverse_source=True, tie_output_embedding=True),
+    dict(attention="bahdanau", cell="gru", maxout_dim=5, readout_state="previous"),
+    dict(attention="bahdanau", cell="gru_reset_after", num_layers=2),
 ], ids=_id)
 def test_variants_conform(config):
   model, variables, src, tgt_in = setup_for(config)
@@ -116,6 +119,46 @@ def test_jit_and_grad_use_the_same_recurrence_as_eager():
                          jax.grad(loss)(variables["params"]))
 
 
+def test_paper_gru_under_jit():
+  # The reset-before GRU in the bidirectional encoder and the decoder: jitted (scanned) teacher forcing and cached
+  # decoding give the eager (looped) numbers.
+  model, variables, src, tgt_in = setup_for(dict(attention="bahdanau", cell="gru"))
+  _close(jax.jit(model.apply)(variables, src, tgt_in), model.apply(variables, src, tgt_in), atol=1e-6)
+  encode = jax.jit(lambda v, x: model.apply(v, x, method=model.encode))
+  memory = encode(variables, src)
+  cache = model.apply(variables, memory, T, method=model.init_cache)
+  decode = jax.jit(lambda v, y, m, c: model.apply(v, y, m, c, method=model.decode))
+  pieces = []
+  for t in range(T):
+    out = decode(variables, tgt_in[:, t:t + 1], memory, cache)
+    cache = out.cache
+    pieces.append(out.logits)
+  _close(jnp.concatenate(pieces, axis=1), model.apply(variables, src, tgt_in), atol=1e-5)
+
+
+@pytest.mark.parametrize("cell,names", [
+    ("gru", {"w_z", "u_z", "w_r", "u_r", "w", "u"}),  # Bahdanau App. A.1.1 / Cho et al. 2014
+    ("gru_reset_after", {"ir", "hr", "iz", "hz", "in", "hn"}),  # flax.linen.GRUCell
+])
+def test_gru_cells(cell, names):
+  _, variables, _, _ = setup_for(dict(attention="bahdanau", cell=cell))
+  for scope in ("encoder_fwd_0", "encoder_bwd_0"):
+    assert set(variables["params"][scope]["cell"]) == names
+  assert set(variables["params"]["decoder"]["cell_0"]) == names
+  if cell == "gru":  # one bias per gate, on the input side only (r ⊙ s comes before U)
+    assert all(("bias" in variables["params"]["decoder"]["cell_0"][n]) == n.startswith("w") for n in names)
+
+
+@pytest.mark.parametrize("maxout_dim,units", [(None, E), (5, 5)])
+def test_maxout_dim_sets_the_readout_size(maxout_dim, units):
+  # Bahdanau App. A.2.2: t̃_i has 2l units, t_i (what W_o reads) l; l = E unless maxout_dim says otherwise.
+  config = dict(attention="bahdanau") if maxout_dim is None else dict(attention="bahdanau", maxout_dim=maxout_dim)
+  _, variables, _, _ = setup_for(config)
+  params = variables["params"]
+  assert params["decoder"]["readout"]["kernel"].shape == (H + E + 2 * H, 2 * units)
+  assert params["output"]["kernel"].shape == (units, V)
+
+
 def test_dropout_is_active_only_when_not_deterministic():
   model, variables, src, tgt_in = setup_for(dict(attention="luong_general"))
   train = [model.apply(variables, src, tgt_in, deterministic=False, rngs={"dropout": jax.random.PRNGKey(k)})
@@ -131,6 +174,7 @@ def test_dropout_is_active_only_when_not_deterministic():
     (dict(attention=None), {"src_mask", "annotations", "final_h", "final_c"}),
     (dict(attention="bahdanau"), {"src_mask", "annotations", "final_h", "final_c", "keys_proj"}),
     (dict(attention="bahdanau", cell="gru"), {"src_mask", "annotations", "final_h", "keys_proj"}),
+    (dict(attention="bahdanau", cell="gru_reset_after"), {"src_mask", "annotations", "final_h", "keys_proj"}),
 ], ids=_id)
 def test_memory_layout(config, keys):
   model, variables, src, _ = setup_for(config)
@@ -304,6 +348,12 @@ def test_explicit_src_mask_is_used():
     (dict(attention_dim=0), "attention_dim"),
     (dict(bidirectional_encoder=True, hidden_dim=7), "hidden_dim"),
     (dict(attention="luong_dot", tie_output_embedding=True, hidden_dim=10), "tie_output_embedding"),
+    (dict(cell="gru_reset_before"), "cell"),
+    (dict(attention="bahdanau", maxout_dim=0), "maxout_dim"),
+    (dict(attention="luong_general", maxout_dim=4), "maxout_dim"),
+    (dict(attention="bahdanau", maxout_dim=5, tie_output_embedding=True), "tie_output_embedding"),
+    (dict(attention="bahdanau", readout_state="s_i"), "readout_state"),
+    (dict(attention=None, readout_state="previous"), "readout_state"),
 ])
 def test_bad_config_raises_naming_the_field(overrides, field):
   with pytest.raises(ValueError, match=field):

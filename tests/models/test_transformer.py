@@ -23,6 +23,9 @@ VARIANTS = {
     "pre_norm_learned_untied": dict(pre_norm=True, positional="learned", tie_decoder_embeddings=False),
     "relative_shared_vocab": dict(positional="relative", shared_vocab=True, share_source_embeddings=True),
     "blockwise": dict(implementation="blockwise", attention_dropout_rate=0.1),
+    "t5_buckets": dict(positional="t5"),
+    "local_window_2": dict(attention_type="local", local_window=2),
+    "linear": dict(attention_type="linear", pre_norm=True),
 }
 
 
