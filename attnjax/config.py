@@ -21,7 +21,7 @@ DATA_SOURCES = ("synthetic", "parallel_text", "tsv", "jsonl", "tfds_translation"
 TEXT_SOURCE_KEYS = ("dir", "src_lang", "tgt_lang", "splits", "max_chars", "path", "heldout", "split_seed",
                     "src_column", "tgt_column", "document_key", "summary_key", "tfds_name", "tfds_data_dir",
                     "tfds_download", "tfds_backend", "vocab_size", "joint_vocab", "spm_model_type",
-                    "max_question_len", "max_context_len")
+                    "max_question_len", "max_context_len", "doc_stride")
 DECODERS = ("greedy", "beam")
 # What eval.metrics may ask for, by task kind (empty eval.metrics = the task's own list, see attnjax.data.tasks).
 DECODING_METRICS = ("exact_match", "bleu", "chrf", "ter", "meteor", "rouge")

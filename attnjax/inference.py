@@ -188,13 +188,24 @@ def translate_texts(decoder: Decoder, params, src_vocab, tgt_vocab, texts: Seque
 
 
 class SpanPredictor:
-  """The best span of every question (``SpanQA.decode_spans``), sharded over the devices like :class:`Decoder`."""
+  """Span scores of every question or window, sharded over the devices like :class:`Decoder`.
+
+  ``predictor(params, question, context)`` -> ``(start, end, span_score, null_score)``, each ``[B]``: the best
+  non-null span and its score start_s + end_e (``SpanQA.decode_spans``' band search), and the model's no-answer score
+  (-inf for a model without one), so that windows of one context can be compared (:func:`predict_spans`).
+  """
 
   def __init__(self, model, mesh):
+    from attnjax.models.span_qa import best_span  # pylint: disable=g-import-not-at-top
     self.rows = RowSharding(mesh)
 
     def local(params, question, context):
-      return model.decode_spans(model.apply({"params": params}, question, context))
+      outputs = model.apply({"params": params}, question, context)
+      start, end, score, _ = best_span(outputs["start_logits"], outputs["end_logits"], outputs["context_mask"],
+                                       max_answer_length=model.max_answer_length)
+      null = outputs.get("no_answer_logit")
+      null = jnp.full_like(score, -jnp.inf) if null is None else null.astype(score.dtype)
+      return start, end, score, null
 
     spec = self.rows.spec
     self._fn = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(), spec, spec), out_specs=(spec,) * 4,
@@ -205,12 +216,14 @@ class SpanPredictor:
 
 
 def predict_spans(predictor: SpanPredictor, params, examples, *, max_question_len: int, max_context_len: int,
-                  batch_size: int) -> list[tuple[int, int]]:
-  """Inclusive token spans (or ``(NO_ANSWER, NO_ANSWER)``) of every example, in order."""
-  from attnjax.data.squad import NO_ANSWER  # pylint: disable=g-import-not-at-top
+                  batch_size: int) -> list:
+  """``[(example, (start, end))]``, one per question in order of first appearance: the best span over the question's
+  examples (one, or one per window of a long context: :func:`attnjax.data.squad_windows.best_across_windows`), or
+  ``(NO_ANSWER, NO_ANSWER)`` when the model's no-answer score beats it."""
+  from attnjax.data.squad_windows import best_across_windows  # pylint: disable=g-import-not-at-top
   rows = predictor.rows.rows(batch_size)
   q_width, c_width = _round_up(max_question_len, 8), _round_up(max_context_len, 8)
-  spans = []
+  outputs = [[], [], [], []]
   for begin in range(0, len(examples), rows):
     chunk = examples[begin:begin + rows]
     question = np.full((rows, q_width), PAD_ID, np.int32)
@@ -219,11 +232,10 @@ def predict_spans(predictor: SpanPredictor, params, examples, *, max_question_le
       question[i, :len(e.question_ids)] = e.question_ids
       context[i, :len(e.context_ids)] = e.context_ids
     out = predictor(params, predictor.rows.put(question), predictor.rows.put(context))
-    start, end, _, is_null = (to_host(x) for x in out)
-    for i, e in enumerate(chunk):
-      null = bool(is_null[i]) or not e.context_ids
-      spans.append((NO_ANSWER, NO_ANSWER) if null else (int(start[i]), int(end[i])))
-  return spans
+    for collected, x in zip(outputs, out):
+      collected.append(to_host(x)[:len(chunk)])
+  starts, ends, span_scores, null_scores = (np.concatenate(x) if x else np.zeros(0) for x in outputs)
+  return best_across_windows(examples, starts, ends, span_scores, null_scores)
 
 
 # ------------------------------------------------------------------------------------------------ from a workdir

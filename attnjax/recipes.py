@@ -69,9 +69,10 @@ def sutskever(config, *, vocab_size: int = 32000, epoch_steps: int = 35_000) -> 
 def rnnsearch(config, *, vocab_size: int = 32000) -> None:
   """Bahdanau et al. 2015 (RNNsearch): a bidirectional encoder of 1000 units each way, a 1000-unit decoder, 620-dim
   embeddings, additive attention, a maxout readout of 500 units, Adadelta (ε 1e-6, ρ 0.95), batches of 80 sentences,
-  gradients clipped to norm 1. Ours: LSTM cells where the paper used GRUs (``model.cell="gru"`` switches)."""
+  gradients clipped to norm 1. Ours: LSTM cells where the paper used GRUs (``model.cell="gru"`` is the paper's
+  reset-before GRU, Bahdanau et al. appendix A.1.1)."""
   _model(config, name="rnn_seq2seq", cell="lstm", attention="bahdanau", embed_dim=620, hidden_dim=1000,
-         num_layers=1, dropout_rate=0.0, dtype="float32")
+         maxout_dim=500, num_layers=1, dropout_rate=0.0, dtype="float32")
   _rnn_data(config, vocab_size, batch_size=80)
   t = config.train
   t.optimizer, t.schedule, t.learning_rate, t.warmup_steps, t.grad_clip_norm, t.label_smoothing = (
@@ -149,6 +150,7 @@ def reader(config, encoder: str, *, version2: bool) -> None:
   d = config.data
   d.vocab_size, d.max_question_len, d.max_context_len = 32000, 64, 400
   d.max_tokens, d.bucket_boundaries = 60 * 408, (128, 256)
+  d.doc_stride = 128  # longer contexts are read in windows of 400 tokens every 128 (as BERT reads SQuAD)
   if encoder == "bilstm":
     _model(config, name="span_qa", encoder="bilstm", d_model=100, num_layers=1, dropout_rate=0.2,
            allow_no_answer=version2, max_answer_length=30, dtype="float32")

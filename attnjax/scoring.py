@@ -53,9 +53,9 @@ def predict_and_score_spans(predictor: inference.SpanPredictor, params, examples
                             max_question_len: int, max_context_len: int, batch_size: int) -> Predictions:
   """Answers every question (``examples`` from ``squad.encode_examples(..., drop_unreachable=False)``) and scores
   EM / F1 as the official script does (every question counts)."""
-  spans = inference.predict_spans(predictor, params, examples, max_question_len=max_question_len,
-                                  max_context_len=max_context_len, batch_size=batch_size)
-  answers = squad.predictions_from_spans(examples, spans)
+  chosen = inference.predict_spans(predictor, params, examples, max_question_len=max_question_len,
+                                   max_context_len=max_context_len, batch_size=batch_size)
+  answers = squad.predictions_from_spans([example for example, _ in chosen], [span for _, span in chosen])
   scores = score_spans(answers, examples, names, version) if jax.process_index() == 0 else {}
   return Predictions(inference.broadcast_json(scores), {}, answers=answers)
 
@@ -144,8 +144,8 @@ def evaluate_checkpoint(workdir: str, *, split: str = "test", checkpoint: str = 
   if qa:
     vocab = loaded.vocabularies.src
     q_len, c_len = int(config.data.get("max_question_len", 64)), int(config.data.get("max_context_len", 384))
-    encoded = squad.encode_examples(examples, vocab, max_context_tokens=c_len, max_question_tokens=q_len,
-                                    drop_unreachable=False)
+    encoded = tasks.encode_questions(examples, vocab, max_context_len=c_len, max_question_len=q_len,
+                                     doc_stride=config.data.get("doc_stride"), train=False)
     version = "2.0" if squad.squad_version(examples) == "2.0" else "1.1"
     predictions = predict_and_score_spans(
         inference.SpanPredictor(loaded.model, loaded.mesh), loaded.params, encoded, names, version,

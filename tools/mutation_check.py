@@ -47,7 +47,7 @@ TRANSFORMER_PAPER = f"{TRANSFORMER_LOGITS}[post_norm_sinusoidal]"
 TRANSFORMER_PRE_NORM = f"{TRANSFORMER_LOGITS}[pre_norm_sinusoidal]"
 TRANSFORMER_SHAW = f"{TRANSFORMER_LOGITS}[post_norm_shaw]"
 CONVS2S_EQ = "tests/models/test_convs2s_equations.py"
-CONVS2S_LOGITS = f"{CONVS2S_EQ}::test_convs2s_logits_equal_the_papers_equations"
+CONVS2S_LOGITS = CONVS2S_EQ  # one test: logits and attention
 LOSSES = "tests/training/test_losses_and_schedule.py"
 RNN_TESTS = ("tests/models/test_rnn_equations.py", "tests/models/test_rnn_seq2seq.py")
 
@@ -252,7 +252,7 @@ def _baseline(mutants, timeout: float) -> dict[tuple[str, ...], str]:
       code, out = _pytest(workdir, tests, timeout)
       seconds = time.monotonic() - start
       status = "passes" if code == 0 else "FAILS"
-      print(f"  baseline {status} ({seconds:.1f}s): {', '.join(_short(t) for t in tests)}", flush=True)
+      print(f"  baseline {status} ({seconds:.1f}s): {_short(tests)}", flush=True)
       if code != 0:
         failures[tests] = _tail(out)
   return failures
@@ -288,14 +288,24 @@ def run_mutant(mutant: Mutant, timeout: float, baseline_failures=None) -> Result
   return Result(mutant, f"error (pytest exit {code})", seconds, detail=_tail(out))
 
 
-def _short(selection: str) -> str:
-  file, _, node = selection.partition("::")
-  name = Path(file).name
-  return f"{name}::{node}" if node else name
+def _short(tests) -> str:
+  """A compact label for a selection: ``file.py``, ``file.py::test``, ``file.py[param, param]``."""
+  labels = []
+  for selection in tests:
+    file, _, node = selection.partition("::")
+    name, param = Path(file).name, ""
+    if "[" in node:
+      node, param = node[:-1].split("[", 1)
+    if labels and param and labels[-1][0] == name and labels[-1][2]:
+      labels[-1][2].append(param)  # parameters of one test: file[p1, p2]
+    else:
+      labels.append([name, node, [param] if param else []])
+  return ", ".join(f"{name}[{', '.join(params)}]" if params else f"{name}::{node}" if node else name
+                   for name, node, params in labels)
 
 
 def print_table(results) -> None:
-  rows = [(r.mutant.name, ", ".join(_short(t) for t in r.mutant.tests), r.outcome,
+  rows = [(r.mutant.name, _short(r.mutant.tests), r.outcome,
            f"{r.seconds:.1f}" if r.seconds else "-") for r in results]
   header = ("mutant", "tests", "outcome", "seconds")
   widths = [max(len(row[i]) for row in rows + [header]) for i in range(4)]

@@ -3,10 +3,13 @@
 * :mod:`attnjax.data.synthetic`: offline tasks generated in code (``dates``, ``reverse``), :func:`make_examples`.
 * :mod:`attnjax.data.vocab`: :class:`CharVocab`, a character vocabulary with the model interface's special ids.
 * :mod:`attnjax.data.pipeline`: :class:`Seq2SeqBatcher`, deterministic, resumable, bucketed or packed batches.
-* :mod:`attnjax.data.sources`: real text from files and tensorflow-datasets; :mod:`attnjax.data.tokenizer`:
-  SentencePiece vocabularies trained once per workdir.
-* :mod:`attnjax.data.squad`: SQuAD records, answer spans in tokens and back to text; :mod:`attnjax.data.spans`:
-  :class:`~attnjax.data.spans.SpanBatcher` for extractive QA.
+* :mod:`attnjax.data.sources`: :func:`~attnjax.data.sources.load_text_task`, real text as ``config.data`` names it,
+  read by :mod:`attnjax.data.files` (plain text, TSV, JSON lines) or :mod:`attnjax.data.tfds_sources`
+  (tensorflow-datasets); :mod:`attnjax.data.pairs`: the text pairs and the filter of unusable ones;
+  :mod:`attnjax.data.config_keys`: how every source reads ``config.data``.
+* :mod:`attnjax.data.tokenizer`: SentencePiece vocabularies trained once per workdir.
+* :mod:`attnjax.data.squad`: SQuAD records (:mod:`attnjax.data.squad_question`), answer spans in tokens and back to
+  text; :mod:`attnjax.data.spans`: :class:`~attnjax.data.spans.SpanBatcher` for extractive QA.
 * :mod:`attnjax.data.tasks`: :func:`~attnjax.data.tasks.load_task`, a config's data as the training loop sees it.
 """
 

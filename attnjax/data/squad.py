@@ -3,7 +3,7 @@
 Pipeline:
 
 1. :func:`load_squad_json` reads the official JSON (v1.1 or v2.0, optionally gzipped) into :class:`SquadQuestion`
-   records; :func:`attnjax.data.sources.tfds_squad` gives the same records from tensorflow-datasets.
+   records; :func:`attnjax.data.tfds_sources.tfds_squad` gives the same records from tensorflow-datasets.
 2. :func:`encode_examples` tokenizes questions and contexts with a vocabulary that has ``encode_with_offsets``
    (:class:`attnjax.data.tokenizer.SentencePieceVocab`) and maps the first gold answer's character span to an
    inclusive token span with :func:`char_span_to_token_span`, giving :class:`SquadExample` records.
@@ -30,36 +30,16 @@ from typing import Any
 from absl import logging
 
 # The config helpers are shared with the text sources, so both read config.data the same way.
-from attnjax.data.sources import _get, _in_dir, _only, _splits, open_binary, split_by_source, tfds_squad
+from attnjax.data.config_keys import configured_splits, get, in_dir, only_splits
+from attnjax.data.files import split_by_source
+from attnjax.data.squad_question import SquadQuestion  # re-exported: the record type was defined here
+from attnjax.data.tfds_sources import tfds_squad
+from attnjax.fs import open_binary
 
 NO_ANSWER = -1
 VERSIONS = ("1.1", "2.0")
 
 Offsets = Sequence[tuple[int, int]]
-
-
-@dataclasses.dataclass(frozen=True)
-class SquadQuestion:
-  """One question as the dataset gives it.
-
-  Attributes:
-    qid: the question id (the key of predictions and of the metric).
-    question, context: the texts.
-    answers: gold ``(text, answer_start)`` pairs, ``answer_start`` a character offset into ``context``; empty for an
-      unanswerable (v2.0) question.
-    is_impossible: v2.0's unanswerable questions (always False in v1.1).
-    title: the article's title.
-  """
-  qid: str
-  question: str
-  context: str
-  answers: tuple[tuple[str, int], ...]
-  is_impossible: bool = False
-  title: str = ""
-
-  @property
-  def answer_texts(self) -> list[str]:
-    return [text for text, _ in self.answers]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,7 +206,7 @@ def encode_examples(questions: Sequence[SquadQuestion], vocab, *, max_context_to
   """Tokenizes questions and contexts and maps each question's first gold answer to a token span.
 
   Args:
-    questions: records from :func:`load_squad_json` or :func:`attnjax.data.sources.tfds_squad`.
+    questions: records from :func:`load_squad_json` or :func:`attnjax.data.tfds_sources.tfds_squad`.
     vocab: a vocabulary with ``encode`` and ``encode_with_offsets``
       (:class:`~attnjax.data.tokenizer.SentencePieceVocab`).
     max_context_tokens / max_question_tokens: truncate contexts / questions to this many tokens (None: no limit).
@@ -307,26 +287,27 @@ def _article(question: SquadQuestion) -> str:
 
 
 def _load_squad_json(data_cfg, only=None, **_) -> dict[str, list[SquadQuestion]]:
-  directory = os.fspath(_get(data_cfg, "dir", "") or "")
-  path, splits = _get(data_cfg, "path", None), _get(data_cfg, "splits", None)
+  directory = os.fspath(get(data_cfg, "dir", "") or "")
+  path, splits = get(data_cfg, "path", None), get(data_cfg, "splits", None)
   if (path is None) == (splits is None):
     raise ValueError("config.data.source='squad_json' needs exactly one of config.data.path (one file, split by "
                      "article into config.data.heldout) and config.data.splits (split -> file)")
   if splits is not None:
-    return {split: load_squad_json(_in_dir(directory, name)) for split, name in _splits(data_cfg, only=only).items()}
-  heldout = dict(_get(data_cfg, "heldout", DEFAULT_SQUAD_HELDOUT).items())
-  return _only(split_by_source(load_squad_json(_in_dir(directory, os.fspath(path))), heldout,
-                               seed=_get(data_cfg, "split_seed", 0), key=_article), only)
+    return {split: load_squad_json(in_dir(directory, name))
+            for split, name in configured_splits(data_cfg, only=only).items()}
+  heldout = dict(get(data_cfg, "heldout", DEFAULT_SQUAD_HELDOUT).items())
+  return only_splits(split_by_source(load_squad_json(in_dir(directory, os.fspath(path))), heldout,
+                                     seed=get(data_cfg, "split_seed", 0), key=_article), only)
 
 
 def _load_tfds_squad(data_cfg, process_index=None, process_count=None, only=None) -> dict[str, list[SquadQuestion]]:
-  name = _get(data_cfg, "tfds_name", "squad/v1.1")
-  options = {"data_dir": _get(data_cfg, "tfds_data_dir", None),
-             "download": bool(_get(data_cfg, "tfds_download", False)),
-             "backend": _get(data_cfg, "tfds_backend", "auto"), "process_index": process_index,
+  name = get(data_cfg, "tfds_name", "squad/v1.1")
+  options = {"data_dir": get(data_cfg, "tfds_data_dir", None),
+             "download": bool(get(data_cfg, "tfds_download", False)),
+             "backend": get(data_cfg, "tfds_backend", "auto"), "process_index": process_index,
              "process_count": process_count}
   return {split: tfds_squad(name, tfds_split, **options)
-          for split, tfds_split in _splits(data_cfg, DEFAULT_TFDS_SQUAD_SPLITS, only=only).items()}
+          for split, tfds_split in configured_splits(data_cfg, DEFAULT_TFDS_SQUAD_SPLITS, only=only).items()}
 
 
 _QA_LOADERS = {"squad_json": _load_squad_json, "tfds_squad": _load_tfds_squad}
@@ -347,7 +328,7 @@ def load_qa_task(data_cfg, *, process_index: int | None = None, process_count: i
     ValueError: an unknown source (lists the valid ones), a missing key (names it) or a malformed file (names the file
       and the JSON location).
   """
-  source = _get(data_cfg, "source", None)
+  source = get(data_cfg, "source", None)
   if source not in _QA_LOADERS:
     raise ValueError(f"config.data.source must be one of {sorted(_QA_LOADERS)} for a QA task, got {source!r}")
   return _QA_LOADERS[source](data_cfg, process_index=process_index, process_count=process_count, only=splits)

@@ -212,6 +212,7 @@ class SpanTaskData:
   version: str
   metrics: tuple[str, ...] = ("exact_match", "f1")
   kind: str = "span"
+  doc_stride: int | None = None  # read long contexts in windows every doc_stride tokens (None: truncate)
   _cache: dict = dataclasses.field(default_factory=dict, repr=False)
 
   @property
@@ -227,9 +228,10 @@ class SpanTaskData:
       raise ValueError(f"split {split!r} (config.eval.split, or attnjax.evaluate --split) is not one of this task's "
                        f"splits {sorted(self.splits)}")
     if (split, train) not in self._cache:
-      self._cache[split, train] = squad.encode_examples(
-          self.splits[split], self.vocab, max_context_tokens=self.max_context_len,
-          max_question_tokens=self.max_question_len, drop_unreachable=train)
+      self._cache[split, train] = encode_questions(self.splits[split], self.vocab,
+                                                   max_context_len=self.max_context_len,
+                                                   max_question_len=self.max_question_len,
+                                                   doc_stride=self.doc_stride, train=train)
     return self._cache[split, train]
 
 
@@ -246,7 +248,20 @@ def _qa(data_cfg, workdir: str) -> SpanTaskData:
                         model_type=data_cfg.get("spm_model_type", "unigram"))
   version = "2.0" if any(squad.squad_version(qs) == "2.0" for qs in splits.values()) else "1.1"
   return SpanTaskData(data_cfg.source, vocab, splits, int(data_cfg.get("max_question_len", 64)),
-                      int(data_cfg.get("max_context_len", 384)), version)
+                      int(data_cfg.get("max_context_len", 384)), version, doc_stride=data_cfg.get("doc_stride"))
+
+
+def encode_questions(questions, vocab, *, max_context_len: int, max_question_len: int, doc_stride: int | None,
+                     train: bool):
+  """SQuAD questions as examples: contexts truncated to ``max_context_len`` tokens, or with ``doc_stride`` read in
+  overlapping windows (:mod:`attnjax.data.squad_windows`). ``train`` drops what has no target; evaluation keeps every
+  question."""
+  if doc_stride:
+    from attnjax.data.squad_windows import encode_windows  # pylint: disable=g-import-not-at-top
+    return encode_windows(questions, vocab, max_context_tokens=max_context_len, doc_stride=int(doc_stride),
+                          max_question_tokens=max_question_len, drop_unreachable=train)
+  return squad.encode_examples(questions, vocab, max_context_tokens=max_context_len,
+                               max_question_tokens=max_question_len, drop_unreachable=train)
 
 
 SOURCES = {"synthetic": _synthetic, **{name: _text for name in TEXT_SOURCES},

@@ -6,7 +6,8 @@ masks and weights. Masks are boolean, True = attend.
 
 from attnjax.kernels.additive import additive_attention, additive_scores
 from attnjax.kernels.dot_product import scaled_dot_product_attention
-from attnjax.kernels.efficient import linear_attention, local_attention
+from attnjax.kernels.linear import linear_attention
+from attnjax.kernels.local import local_attention
 from attnjax.kernels.masks import causal_mask, combine_masks, padding_mask, segment_mask
 from attnjax.kernels.multihead import combine_heads, multi_head_attention, project_heads
 from attnjax.kernels.multiplicative import luong_scores, multiplicative_attention

@@ -23,26 +23,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from attnjax.kernels import _common
+from attnjax.kernels._common import check_rank, check_single_head_qkv, weighted_sum
+
 __all__ = ["additive_scores", "additive_attention", "masked_softmax"]
-
-
-def _check_rank(x, rank: int, name: str, layout: str) -> None:
-  if x.ndim != rank:
-    raise ValueError(f"{name} must have rank {rank} ({layout}), got shape {tuple(x.shape)}")
-
-
-def _check_qkv(query, keys, values) -> None:
-  """Validate the [B,T,Dq] / [B,S,Dk] / [B,S,Dv] contract shared by kernels."""
-  _check_rank(query, 3, "query", "[B, T, Dq]")
-  _check_rank(keys, 3, "keys", "[B, S, Dk]")
-  _check_rank(values, 3, "values", "[B, S, Dv]")
-  if keys.shape[0] != query.shape[0]:
-    raise ValueError(f"keys batch size {keys.shape[0]} != query batch size {query.shape[0]}")
-  if values.shape[0] != keys.shape[0]:
-    raise ValueError(f"values batch size {values.shape[0]} != keys batch size {keys.shape[0]}")
-  if values.shape[1] != keys.shape[1]:
-    raise ValueError(f"values length {values.shape[1]} != keys length {keys.shape[1]} "
-                     "(values and keys must share the S axis)")
 
 
 def _broadcast_mask(mask, scores_shape) -> jax.Array:
@@ -78,28 +62,11 @@ def masked_softmax(scores, mask=None) -> jax.Array:
       ``[B, T, S]`` weights in at least float32 (float64 stays float64).
       Rows with every key masked are exactly zero.
     """
-  # Low-precision exp/sum loses too much mass over long S, so normalise in
-  # float32 at least; never *downcast* (float64 callers, e.g. grad checks).
-  compute_dtype = jnp.promote_types(scores.dtype, jnp.float32)
-  scores = scores.astype(compute_dtype)
   if mask is None:
-    return jax.nn.softmax(scores, axis=-1)
-  mask = _broadcast_mask(mask, scores.shape)
-  # A finite fill (not -inf) keeps fully-masked rows free of inf - inf = NaN
-  # in both the forward max-subtraction and the backward pass.
-  logits = jnp.where(mask, scores, jnp.finfo(compute_dtype).min)
-  weights = jax.nn.softmax(logits, axis=-1)
-  # A fully-masked row softmaxes to uniform; zeroing it here makes it exactly
-  # 0 and also stops any gradient flowing back through that row.
-  return weights * mask
-
-
-def _weighted_sum(weights, values):
-  """(context, weights): the matmul runs in the values dtype, weights stay float32+."""
-  # Returning the float32 weights (not the cast copy) matches
-  # scaled_dot_product_attention and keeps inspected/regularised weights exact.
-  context = jnp.einsum("bts,bsd->btd", weights.astype(values.dtype), values)
-  return context, weights
+    return _common.masked_softmax(scores)
+  # Normalised in float32 at least (never downcast: float64 callers, e.g. grad checks), with the kernels' one mask
+  # convention: see attnjax.kernels._common.masked_softmax.
+  return _common.masked_softmax(scores, _broadcast_mask(mask, scores.shape))
 
 
 def additive_scores(query_proj, keys_proj, v) -> jax.Array:
@@ -118,9 +85,9 @@ def additive_scores(query_proj, keys_proj, v) -> jax.Array:
     Returns:
       scores: ``[B, T, S]``.
     """
-  _check_rank(query_proj, 3, "query_proj", "[B, T, A]")
-  _check_rank(keys_proj, 3, "keys_proj", "[B, S, A]")
-  _check_rank(v, 1, "v", "[A]")
+  check_rank("query_proj", query_proj, 3, "[B, T, A]")
+  check_rank("keys_proj", keys_proj, 3, "[B, S, A]")
+  check_rank("v", v, 1, "[A]")
   if keys_proj.shape[0] != query_proj.shape[0]:
     raise ValueError(f"keys_proj batch size {keys_proj.shape[0]} != query_proj batch size "
                      f"{query_proj.shape[0]}")
@@ -159,9 +126,9 @@ def additive_attention(query, keys, values, *, w_query, w_keys, v, mask=None):
       weights in float32 (float64 if the scores are float64).
       A query row with every key masked gives zero context and weights.
     """
-  _check_qkv(query, keys, values)
-  _check_rank(w_query, 2, "w_query", "[Dq, A]")
-  _check_rank(w_keys, 2, "w_keys", "[Dk, A]")
+  check_single_head_qkv(query, keys, values)
+  check_rank("w_query", w_query, 2, "[Dq, A]")
+  check_rank("w_keys", w_keys, 2, "[Dk, A]")
   if w_query.shape[0] != query.shape[-1]:
     raise ValueError(f"w_query first dim {w_query.shape[0]} != query last dim {query.shape[-1]}")
   if w_keys.shape[0] != keys.shape[-1]:
@@ -173,4 +140,4 @@ def additive_attention(query, keys, values, *, w_query, w_keys, v, mask=None):
   keys_proj = jnp.einsum("bsd,da->bsa", keys, w_keys)
   scores = additive_scores(query_proj, keys_proj, v)
   weights = masked_softmax(scores, mask)
-  return _weighted_sum(weights, values)
+  return weighted_sum(weights, values)

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnjax.kernels._common import MASK_VALUE, dropout_keep, softmax_dtype
+from attnjax.kernels._common import MASK_VALUE, accumulation_dtype, dropout_keep
 
 
 def _pad_axis(x, axis: int, size: int, value):
@@ -52,7 +52,7 @@ class _Config:
   """Static (hashable) parameters of the kernel."""
 
   def __init__(self, *, scale, is_causal, dropout_rate, block_q, block_kv, q_len, kv_len, batch, heads, dtype):
-    self.acc = np.dtype(softmax_dtype(dtype)).type  # accumulation dtype, callable on Python scalars
+    self.acc = np.dtype(accumulation_dtype(dtype)).type  # accumulation dtype, callable on Python scalars
     self.scale = scale
     self.is_causal = is_causal
     self.dropout_rate = dropout_rate

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import math
 
-import jax
 import jax.numpy as jnp
 
 from attnjax.kernels import blockwise
-from attnjax.kernels._common import (MASK_VALUE, as_logits_shape, check_qkv, dropout_seeds, full_dropout_keep,
-                                     softmax_dtype)
+from attnjax.kernels._common import (accumulation_dtype, as_logits_shape, check_qkv, dropout_seeds, full_dropout_keep,
+                                     masked_softmax)
 
 IMPLEMENTATIONS = ("xla", "blockwise")
 
@@ -40,7 +39,7 @@ def xla_attention(query, key, value, *, mask, bias, is_causal, scale, dropout_ra
   kernel in :mod:`attnjax.kernels.positions` shares this one masking/softmax/dropout path.
   """
   b, t, s, n, _ = check_qkv(query, key, value)
-  acc = softmax_dtype(query.dtype)
+  acc = accumulation_dtype(query.dtype)
   logits = jnp.einsum("btnh,bsnh->bnts", query, key, preferred_element_type=acc)
   if rel_key is not None:
     spec = "btnh,tsh->bnts" if rel_key.ndim == 3 else "btnh,btsh->bnts"
@@ -51,13 +50,7 @@ def xla_attention(query, key, value, *, mask, bias, is_causal, scale, dropout_ra
   if is_causal:
     causal = jnp.tril(jnp.ones((t, s), dtype=bool))
     mask = causal if mask is None else jnp.logical_and(mask, causal)
-  if mask is not None:
-    logits = jnp.where(mask, logits, MASK_VALUE)
-  weights = jax.nn.softmax(logits, axis=-1)
-  if mask is not None:
-    # A fully masked row has a uniform softmax over MASK_VALUE; zeroing by the mask turns it into exact zeros and
-    # stops the gradient there too.
-    weights = jnp.where(mask, weights, 0.0)
+  weights = masked_softmax(logits, mask)  # a fully masked row gives zeros in weights and gradients
   probs = weights
   if dropout_rate > 0.0:
     keep = full_dropout_keep(dropout_seeds(dropout_rng), dropout_rate, (b, n, t, s))

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-
-def _check_rank(name: str, x, rank: int) -> None:
-  if jnp.ndim(x) != rank:
-    raise ValueError(f"{name} must have rank {rank}, got shape {jnp.shape(x)}")
+from attnjax.kernels._common import check_rank
 
 
 def padding_mask(q_valid, kv_valid):
@@ -26,11 +23,11 @@ def padding_mask(q_valid, kv_valid):
   Returns:
     ``[B, 1, T, S]`` bool, or ``[B, 1, 1, S]`` when ``q_valid`` is None (a key-padding mask).
   """
-  _check_rank("kv_valid", kv_valid, 2)
+  check_rank("kv_valid", kv_valid, 2)
   kv = jnp.asarray(kv_valid).astype(bool)[:, None, None, :]
   if q_valid is None:
     return kv
-  _check_rank("q_valid", q_valid, 2)
+  check_rank("q_valid", q_valid, 2)
   if jnp.shape(q_valid)[0] != jnp.shape(kv_valid)[0]:
     raise ValueError(f"q_valid batch {jnp.shape(q_valid)[0]} != kv_valid batch {jnp.shape(kv_valid)[0]}")
   q = jnp.asarray(q_valid).astype(bool)[:, None, :, None]
@@ -71,8 +68,8 @@ def segment_mask(q_segment_ids, kv_segment_ids):
   Returns:
     ``[B, 1, T, S]`` bool.
   """
-  _check_rank("q_segment_ids", q_segment_ids, 2)
-  _check_rank("kv_segment_ids", kv_segment_ids, 2)
+  check_rank("q_segment_ids", q_segment_ids, 2)
+  check_rank("kv_segment_ids", kv_segment_ids, 2)
   return jnp.equal(jnp.asarray(q_segment_ids)[:, None, :, None], jnp.asarray(kv_segment_ids)[:, None, None, :])
 
 

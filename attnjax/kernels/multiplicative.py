@@ -20,13 +20,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from attnjax.kernels.additive import (
-    _check_qkv,
-    _check_rank,
-    _weighted_sum,
-    additive_scores,
-    masked_softmax,
-)
+from attnjax.kernels._common import check_rank, check_single_head_qkv, weighted_sum
+from attnjax.kernels.additive import additive_scores, masked_softmax
 
 __all__ = ["luong_scores", "multiplicative_attention"]
 
@@ -49,7 +44,7 @@ def _check_score_args(query, keys, score, w, v) -> None:
       raise ValueError("w of shape [Dq, Dk] is required for score='general'")
     if v is not None:
       raise ValueError("v must be None for score='general'")
-    _check_rank(w, 2, "w", "[Dq, Dk]")
+    check_rank("w", w, 2, "[Dq, Dk]")
     if tuple(w.shape) != (dq, dk):
       raise ValueError(f"w shape {tuple(w.shape)} != (Dq, Dk)=({dq}, {dk}) for score='general'")
   else:  # concat
@@ -57,8 +52,8 @@ def _check_score_args(query, keys, score, w, v) -> None:
       raise ValueError("w of shape [Dq + Dk, A] is required for score='concat'")
     if v is None:
       raise ValueError("v of shape [A] is required for score='concat'")
-    _check_rank(w, 2, "w", "[Dq + Dk, A]")
-    _check_rank(v, 1, "v", "[A]")
+    check_rank("w", w, 2, "[Dq + Dk, A]")
+    check_rank("v", v, 1, "[A]")
     if w.shape[0] != dq + dk:
       raise ValueError(f"w first dim {w.shape[0]} != Dq + Dk = {dq} + {dk} for score='concat'")
     if v.shape[0] != w.shape[1]:
@@ -84,8 +79,8 @@ def luong_scores(query, keys, *, score, w=None, v=None) -> jax.Array:
     Returns:
       scores: ``[B, T, S]``.
     """
-  _check_rank(query, 3, "query", "[B, T, Dq]")
-  _check_rank(keys, 3, "keys", "[B, S, Dk]")
+  check_rank("query", query, 3, "[B, T, Dq]")
+  check_rank("keys", keys, 3, "[B, S, Dk]")
   if keys.shape[0] != query.shape[0]:
     raise ValueError(f"keys batch size {keys.shape[0]} != query batch size {query.shape[0]}")
   _check_score_args(query, keys, score, w, v)
@@ -129,7 +124,7 @@ def multiplicative_attention(query, keys, values, *, score="dot", w=None, v=None
       weights in float32 (float64 if the scores are float64).
       A query row with every key masked gives zero context and weights.
     """
-  _check_qkv(query, keys, values)
+  check_single_head_qkv(query, keys, values)
   scores = luong_scores(query, keys, score=score, w=w, v=v)
   weights = masked_softmax(scores, mask)
-  return _weighted_sum(weights, values)
+  return weighted_sum(weights, values)

@@ -1,9 +1,10 @@
 """ConvS2S's full forward pass against a NumPy transcription of Gehring et al. 2017 ("Convolutional Sequence to
 Sequence Learning", §3.1-3.4).
 
-The model's own parameters (randomly perturbed, so that biases and weight-norm gains matter) are read from the tree of
-``model.init``; the computation is written from the paper, one sentence at a time without padding (a padded batch must
-give the unpadded sentence's logits), in float64, dropout off. Taken from the code's documentation, not the paper:
+Random parameters in the model's own tree (the names and shapes of ``model.init``; random biases and weight-norm
+gains, so that they matter) feed both the model and the computation below, which is written from the paper, one
+sentence at a time without padding (a padded batch must give the unpadded sentence's logits), in float64, dropout
+off. Taken from the code's documentation, not the paper:
 the parameter layouts (Flax ``[in, out]`` kernels, convolution kernels ``[k, C_in, 2C]`` whose tap 0 multiplies the
 leftmost input of the window), weight normalisation W = g·V/‖V‖ (Salimans & Kingma 2016, used by the paper's
 fairseq code), the 0-based positions, and the two choices the paper leaves open that the module docstring documents:
@@ -14,7 +15,6 @@ import flax
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 from attnjax.models.convs2s import ConvS2S
 from attnjax.models.interface import BOS_ID, PAD_ID
@@ -97,8 +97,21 @@ def _reference(params, src, tgt_in):
 # ------------------------------------------------------------------------------------------------- tests
 
 
-@pytest.fixture(name="model_and_batch")
-def _model_and_batch():
+def _random_params(model, src, tgt, rng):
+  """Random values for the model's own parameter tree (names and shapes from ``jax.eval_shape(model.init)``, so
+  nothing is compiled for the initialisation), rounded to the float32 they are stored in: tables N(0, 1/E), weight-norm
+  directions V ~ N(0, 1) (their scale cancels), gains g = 1 + N(0, 0.1²), biases N(0, 0.1²). Zero biases and gains
+  equal to ‖V‖, as at initialisation, would hide their misuse."""
+  shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), jnp.asarray(src), jnp.asarray(tgt))["params"]
+  params = {}
+  for path, leaf in flax.traverse_util.flatten_dict(shapes).items():
+    noise = rng.normal(size=leaf.shape)
+    params[path] = {"embedding": noise / np.sqrt(E), "kernel_v": noise, "kernel_g": 1.0 + 0.1 * noise,
+                    "bias": 0.1 * noise}[path[-1]].astype(np.float32)
+  return flax.traverse_util.unflatten_dict(params)
+
+
+def test_convs2s_logits_and_attention_equal_the_papers_equations(x64):
   rng = np.random.default_rng(0)
   src = rng.integers(3, V, size=(2, max(SRC_LENGTHS)))
   tgt = rng.integers(3, V, size=(2, max(TGT_LENGTHS)))
@@ -107,34 +120,19 @@ def _model_and_batch():
   tgt[np.arange(tgt.shape[1])[None] >= np.asarray(TGT_LENGTHS)[:, None]] = PAD_ID
   model = ConvS2S(src_vocab_size=V, tgt_vocab_size=V, embed_dim=E, hidden_dim=C, encoder_layers=LAYERS,
                   decoder_layers=LAYERS, kernel_width=K_WIDTH, dropout_rate=0.0, max_length=16, dtype=jnp.float64)
-  variables = model.init(jax.random.PRNGKey(0), jnp.asarray(src), jnp.asarray(tgt))
-  # every parameter plus N(0, 0.1²) noise, rounded to the float32 the parameters are stored in: zero biases and
-  # weight-norm gains equal to ‖V‖ would hide their misuse
-  flat = flax.traverse_util.flatten_dict(variables["params"])
-  params = flax.traverse_util.unflatten_dict({k: (np.asarray(v) + 0.1 * rng.normal(size=v.shape)).astype(np.float32)
-                                              for k, v in flat.items()})
-  return model, params, src, tgt
+  params = _random_params(model, src, tgt, rng)
 
+  @jax.jit
+  def forward(params, src, tgt):
+    memory = model.apply({"params": params}, src, method=model.encode)
+    out = model.apply({"params": params}, tgt, memory, return_attention=True, method=model.decode)
+    return out.logits, out.attention
 
-def test_convs2s_logits_equal_the_papers_equations(x64, model_and_batch):
-  model, params, src, tgt = model_and_batch
-  logits = np.asarray(model.apply({"params": jax.tree_util.tree_map(jnp.asarray, params)}, jnp.asarray(src),
-                                  jnp.asarray(tgt)))
+  logits, attention = (np.asarray(x) for x in forward(params, jnp.asarray(src), jnp.asarray(tgt)))
   params64 = jax.tree_util.tree_map(lambda x: np.asarray(x, np.float64), params)
   for b in range(2):
-    ref, _ = _reference(params64, src[b, :SRC_LENGTHS[b]], tgt[b, :TGT_LENGTHS[b]])
-    np.testing.assert_allclose(logits[b, :TGT_LENGTHS[b]], ref, atol=1e-5, rtol=1e-5, err_msg=f"sentence {b}")
-
-
-def test_convs2s_attention_weights_are_softmax_of_d_dot_z(x64, model_and_batch):
-  """The returned last-layer attention is a_ij = softmax_j(d_i · z_j) over the real source positions (§3.3)."""
-  model, params, src, tgt = model_and_batch
-  variables = {"params": jax.tree_util.tree_map(jnp.asarray, params)}
-  memory = model.apply(variables, jnp.asarray(src), method=model.encode)
-  attention = np.asarray(model.apply(variables, jnp.asarray(tgt), memory, return_attention=True,
-                                     method=model.decode).attention)
-  params64 = jax.tree_util.tree_map(lambda x: np.asarray(x, np.float64), params)
-  for b in range(2):
-    _, ref = _reference(params64, src[b, :SRC_LENGTHS[b]], tgt[b, :TGT_LENGTHS[b]])
-    np.testing.assert_allclose(attention[b, :TGT_LENGTHS[b], :SRC_LENGTHS[b]], ref, atol=1e-6, rtol=1e-6)
-    np.testing.assert_array_equal(attention[b, :, SRC_LENGTHS[b]:], 0.0)  # padded source positions get nothing
+    ref_logits, ref_attention = _reference(params64, src[b, :SRC_LENGTHS[b]], tgt[b, :TGT_LENGTHS[b]])
+    np.testing.assert_allclose(logits[b, :TGT_LENGTHS[b]], ref_logits, atol=1e-5, rtol=1e-5, err_msg=f"sentence {b}")
+    # the returned (last layer's) attention is a_ij = softmax_j(d_i · z_j), nothing on padded source positions
+    np.testing.assert_allclose(attention[b, :TGT_LENGTHS[b], :SRC_LENGTHS[b]], ref_attention, atol=1e-6, rtol=1e-6)
+    np.testing.assert_array_equal(attention[b, :, SRC_LENGTHS[b]:], 0.0)

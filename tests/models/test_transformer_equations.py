@@ -2,9 +2,10 @@
 
 Vaswani et al. 2017, "Attention Is All You Need" (§3.1-3.5), with the pre-norm variant x + Sublayer(LayerNorm(x)) of
 Xiong et al. 2020 (final LayerNorm after each stack), and the relative positions of Shaw, Uszkoreit & Vaswani 2018.
-The model's own parameters (randomly perturbed, so that biases and LayerNorm gains/offsets matter) are read from the
-tree of ``model.init``; the computation below is written from the equations, one sentence at a time and without any
-padding (a padded batch must give the unpadded sentence's logits), in float64, dropout off. The conventions taken
+Random parameters in the model's own tree (the names and shapes of ``model.init``; random biases and LayerNorm
+gains/offsets, so that they matter) feed both the model and the computation below, which is written from the
+equations, one sentence at a time and without any padding (a padded batch must give the unpadded sentence's
+logits), in float64, dropout off. The conventions taken
 from the code are only the parameter layouts (Flax: kernels ``[in, out]``, attention kernels ``[D, N, H]`` and
 ``[N, H, D]``) and LayerNorm's epsilon (1e-6, as T2T).
 
@@ -158,11 +159,26 @@ def _batch(rng):
   return src, tgt
 
 
-def _perturbed(params, rng):
-  """Every parameter plus N(0, 0.1²) noise: zero biases and unit LayerNorm gains would hide their misuse."""
-  flat = flax.traverse_util.flatten_dict(flax.linen.meta.unbox(params))
-  return flax.traverse_util.unflatten_dict({k: np.asarray(v) + 0.1 * rng.normal(size=v.shape)
-                                            for k, v in flat.items()})
+def _random_params(model, src, tgt, rng):
+  """Random values for the model's own parameter tree (names and shapes from ``jax.eval_shape(model.init)``, so
+  nothing is compiled for the initialisation): kernels N(0, 1/fan_in), embeddings and Shaw's tables N(0, 1/width),
+  biases N(0, 0.1²) and LayerNorm gains 1 + N(0, 0.1²). Zero biases and unit gains, as at initialisation, would
+  hide their misuse."""
+  shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), jnp.asarray(src), jnp.asarray(tgt))["params"]
+  params = {}
+  for path, leaf in flax.traverse_util.flatten_dict(flax.linen.meta.unbox(shapes)).items():
+    shape, name = leaf.shape, path[-1]
+    noise = rng.normal(size=shape)
+    if name == "scale":
+      params[path] = 1.0 + 0.1 * noise
+    elif name == "bias":
+      params[path] = 0.1 * noise
+    elif name == "kernel":  # attention q/k/v kernels are [D, N, H]: fan-in D; the others [..., out]
+      fan_in = shape[0] if path[-2] in ("query", "key", "value") else int(np.prod(shape[:-1]))
+      params[path] = noise / np.sqrt(fan_in)
+    else:  # embedding tables, rel_key, rel_value
+      params[path] = noise / np.sqrt(shape[-1])
+  return flax.traverse_util.unflatten_dict(params)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -173,10 +189,8 @@ def test_transformer_logits_equal_the_papers_equations(x64, variant):
                       dtype=jnp.float64, param_dtype=jnp.float64, **kw)
   rng = np.random.default_rng(0)
   src, tgt = _batch(rng)
-  variables = model.init(jax.random.PRNGKey(0), jnp.asarray(src), jnp.asarray(tgt))
-  params = _perturbed(variables["params"], rng)
-  logits = np.asarray(model.apply({"params": jax.tree_util.tree_map(jnp.asarray, params)}, jnp.asarray(src),
-                                  jnp.asarray(tgt)))
+  params = _random_params(model, src, tgt, rng)
+  logits = np.asarray(jax.jit(model.apply)({"params": params}, jnp.asarray(src), jnp.asarray(tgt)))
 
   e_tgt = params["tgt_embed"]["embedding"]
   e_src = e_tgt if kw.get("share_source_embeddings") else params["src_embed"]["embedding"]

@@ -1,0 +1,35 @@
+"""Evaluation metrics of the attention literature's tasks, computed by the tools that define them.
+
+* :mod:`attnjax.metrics.translation`: corpus BLEU (Papineni et al. 2002), chrF (Popović 2015) and TER (Snover et al.
+  2006) through sacreBLEU (Post 2018), on detokenized text, each with sacreBLEU's signature so that a score can be
+  reproduced; METEOR (Banerjee & Lavie 2005) through NLTK's ``meteor_score``, an optional extra.
+* :mod:`attnjax.metrics.summarization`: ROUGE-N / ROUGE-L / ROUGE-Lsum (Lin 2004) through Google's ``rouge-score``.
+* :mod:`attnjax.metrics.squad`: SQuAD exact match and token F1 (Rajpurkar et al. 2016, 2018) with the answer
+  normalisation of the official v1.1 / v2.0 evaluation scripts.
+* :mod:`attnjax.metrics.files`: scoring hypothesis / reference files; :mod:`attnjax.metrics.cli` is
+  ``python -m attnjax.metrics --metric=bleu --hyp=H --ref=R``.
+* :mod:`attnjax.metrics.corpus`: :class:`MetricResult`, :class:`MetricUnavailableError` and the reference layout of
+  the corpus metrics (one reference per hypothesis, or sacreBLEU's reference streams).
+
+Everything is importable from here: ``from attnjax import metrics; metrics.bleu(hypotheses, references)``.
+"""
+
+from attnjax.metrics.cli import main
+from attnjax.metrics.corpus import MetricResult, MetricUnavailableError, References
+from attnjax.metrics.files import FILE_METRICS, PathLike, read_segments, score_files, score_squad_files
+from attnjax.metrics.squad import normalize_answer, squad_exact_match, squad_f1, squad_scores
+from attnjax.metrics.summarization import ROUGE_TYPES, rouge, rouge_signature, split_sentences
+from attnjax.metrics.translation import (METEOR_INSTALL_HINT, bleu, check_meteor_available, chrf, load_wordnet, meteor,
+                                         ter)
+
+# The hook through which METEOR loads WordNet (its name from when the metrics were one module): meteor() and
+# check_meteor_available() look it up here at call time, so replacing it here (a test's stand-in without synonyms, or a
+# loader of a private copy) takes effect.
+_load_wordnet = load_wordnet
+
+__all__ = [
+    "FILE_METRICS", "METEOR_INSTALL_HINT", "MetricResult", "MetricUnavailableError", "PathLike", "ROUGE_TYPES",
+    "References", "bleu", "check_meteor_available", "chrf", "load_wordnet", "main", "meteor", "normalize_answer",
+    "read_segments", "rouge", "rouge_signature", "score_files", "score_squad_files", "split_sentences",
+    "squad_exact_match", "squad_f1", "squad_scores", "ter",
+]

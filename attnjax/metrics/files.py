@@ -1,0 +1,121 @@
+"""Scoring files: hypothesis / reference text files (one segment per line) and SQuAD prediction / dataset JSON files,
+with errors that name the file and the line."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, Union
+
+from attnjax.metrics.corpus import MetricResult
+from attnjax.metrics.squad import squad_scores
+from attnjax.metrics.summarization import rouge, split_sentences
+from attnjax.metrics.translation import bleu, chrf, meteor, ter
+
+PathLike = Union[str, "os.PathLike[str]"]
+FILE_METRICS = ("bleu", "chrf", "ter", "meteor", "rouge", "squad")
+
+
+def read_segments(path: PathLike) -> list[str]:
+  """The lines of a UTF-8 text file, one segment per line, without their "\\n" / "\\r\\n" ends.
+
+  Raises:
+    ValueError: the file is not valid UTF-8; the message names the file, the line and the byte.
+  """
+  from attnjax import fs  # pylint: disable=g-import-not-at-top  (etils: ~0.1 s that importing the metrics skips)
+  data = fs.read_bytes(path)
+  # Split on b"\n" only: str.splitlines() also breaks at \x0b, \x1c, U+2028 ..., which occur inside real segments and
+  # would silently shift every later hypothesis against its reference.
+  raw_lines = data.split(b"\n")
+  if raw_lines and raw_lines[-1] == b"":
+    raw_lines.pop()
+  lines = []
+  for number, raw in enumerate(raw_lines, start=1):
+    try:
+      line = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+      raise ValueError(f"{os.fspath(path)}, line {number}: invalid UTF-8 (byte 0x{raw[e.start]:02x} at byte "
+                       f"{e.start + 1} of the line: {e.reason})") from None
+    if line.endswith("\r"):
+      line = line[:-1]
+    if number == 1 and line.startswith("\ufeff"):
+      line = line[1:]  # a byte-order mark is an editor artefact, not part of the first segment
+    lines.append(line)
+  return lines
+
+
+def _read_json(path: PathLike, what: str) -> Any:
+  import json  # pylint: disable=g-import-not-at-top
+  from attnjax.fs import open_binary  # pylint: disable=g-import-not-at-top  (gzip by magic bytes)
+  with open_binary(path) as f:
+    raw = f.read()
+  try:
+    return json.loads(raw.decode("utf-8"))
+  except UnicodeDecodeError as e:
+    raise ValueError(f"{os.fspath(path)}: {what} is not valid UTF-8 (byte {e.start})") from None
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{os.fspath(path)}: {what} is not valid JSON (line {e.lineno}, column {e.colno}: "
+                     f"{e.msg})") from None
+
+
+def score_squad_files(predictions_path: PathLike, dataset_path: PathLike, *,
+                      version: str | None = None) -> dict[str, float]:
+  """SQuAD EM / F1 of a predictions file against a dataset file, as the official scripts take them: predictions
+  ``{"question id": "answer text", ...}`` (``""`` = no answer), the dataset in the official JSON format (optionally
+  gzipped). ``version`` defaults to "2.0" if the dataset has an ``is_impossible`` question, else "1.1". Every question
+  of the dataset counts; one without a prediction scores 0 (see :func:`squad_scores`)."""
+  predictions = _read_json(predictions_path, "the predictions file")
+  dataset = _read_json(dataset_path, "the dataset file")
+  if not isinstance(predictions, dict) or not all(isinstance(v, str) for v in predictions.values()):
+    raise ValueError(f"{os.fspath(predictions_path)}: predictions must be a JSON object question id -> answer text")
+  if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
+    raise ValueError(f"{os.fspath(dataset_path)}: not a SQuAD dataset (no top-level 'data' list)")
+  if version is None:
+    version = "2.0" if any(qa.get("is_impossible", False) for article in dataset["data"]
+                           for paragraph in article.get("paragraphs", []) for qa in paragraph.get("qas", [])) else "1.1"
+  return squad_scores(predictions, dataset, version=version)
+
+
+def score_files(metric: str, hypothesis_path: PathLike, reference_path: PathLike | Sequence[PathLike],
+                **options) -> MetricResult | dict[str, float]:
+  """Scores a hypothesis file against one reference file (or several, one per reference stream).
+
+  ``metric="squad"`` scores a predictions JSON file against a SQuAD dataset file instead
+  (:func:`score_squad_files`; ``options`` may give ``version``).
+
+  Files are plain UTF-8 text with one segment per line, aligned by line number. ``metric`` is one of "bleu", "chrf",
+  "ter", "meteor", "rouge"; ``options`` go to that function (e.g. ``tokenize="intl"``). Returns what the metric function
+  returns. Since a line cannot hold a newline, ROUGE first puts each segment's sentences on separate lines with
+  :func:`split_sentences` (split after ". "), so that ROUGE-Lsum is summary-level.
+
+  Raises:
+    ValueError: unknown metric, a file that is not valid UTF-8 (names file and line), or files of different lengths
+      (names both files and the first line without a counterpart).
+  """
+  name = metric.lower()
+  if name not in FILE_METRICS:
+    raise ValueError(f"unknown metric {metric!r}: use one of {', '.join(FILE_METRICS)}")
+  if name == "squad":
+    if not isinstance(reference_path, (str, os.PathLike)):
+      raise ValueError("squad takes one dataset file as the reference")
+    return score_squad_files(hypothesis_path, reference_path, **options)
+  ref_paths = [reference_path] if isinstance(reference_path, (str, os.PathLike)) else list(reference_path)
+  if not ref_paths:
+    raise ValueError("reference_path is empty: give at least one reference file")
+  hypotheses = read_segments(hypothesis_path)
+  streams = []
+  for ref_path in ref_paths:
+    refs = read_segments(ref_path)
+    if len(refs) != len(hypotheses):
+      shorter, longer = ((hypothesis_path, ref_path) if len(hypotheses) < len(refs) else (ref_path, hypothesis_path))
+      raise ValueError(f"{os.fspath(hypothesis_path)} has {len(hypotheses)} lines but {os.fspath(ref_path)} has "
+                       f"{len(refs)}: line {min(len(hypotheses), len(refs)) + 1} of {os.fspath(longer)} has no "
+                       f"counterpart in {os.fspath(shorter)}")
+    streams.append(refs)
+  if not hypotheses:
+    raise ValueError(f"{os.fspath(hypothesis_path)} is empty: nothing to score")
+  if name == "rouge":
+    hypotheses = [split_sentences(h) for h in hypotheses]
+    streams = [[split_sentences(r) for r in stream] for stream in streams]
+  function = {"bleu": bleu, "chrf": chrf, "ter": ter, "meteor": meteor, "rouge": rouge}[name]
+  return function(hypotheses, streams, **options)

@@ -1,0 +1,167 @@
+"""Reading-comprehension metrics: SQuAD exact match and token F1 (Rajpurkar et al. 2016, 2018) with the answer
+normalisation of the official v1.1 / v2.0 evaluation scripts, written here since the scripts are not a library."""
+
+from __future__ import annotations
+
+import collections
+import re
+import string
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from absl import logging
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = frozenset(string.punctuation)
+
+
+def normalize_answer(s: str) -> str:
+  """SQuAD's answer normalisation (official v1.1 and v2.0 evaluation scripts, Rajpurkar et al. 2016, 2018).
+
+  Lower-cases, deletes ASCII punctuation (``string.punctuation``), deletes the articles "a", "an", "the" as whole
+  words, and collapses runs of whitespace to single spaces: "The  Cat!" -> "cat". The steps run in that order, so
+  punctuation removal can join pieces ("the-end" -> "theend").
+  """
+  s = "".join(ch for ch in s.lower() if ch not in _PUNCTUATION)
+  return " ".join(_ARTICLES.sub(" ", s).split())
+
+
+def _as_golds(ground_truths: str | Sequence[str]) -> list[str]:
+  golds = [ground_truths] if isinstance(ground_truths, str) else list(ground_truths)
+  if not golds:
+    raise ValueError("ground_truths is empty: give at least one gold answer ([''] for an unanswerable SQuAD v2.0 "
+                     "question)")
+  return golds
+
+
+def squad_exact_match(prediction: str, ground_truths: str | Sequence[str]) -> float:
+  """SQuAD exact match: 1.0 if the normalized prediction equals some normalized gold answer, else 0.0."""
+  target = normalize_answer(prediction)
+  return float(any(target == normalize_answer(gold) for gold in _as_golds(ground_truths)))
+
+
+def _token_f1(prediction: str, gold: str, version: str) -> float:
+  pred_tokens = normalize_answer(prediction).split()
+  gold_tokens = normalize_answer(gold).split()
+  # v2.0 has unanswerable questions whose gold is "": an empty prediction must then score 1, where v1.1 scored 0.
+  if version == "2.0" and (not pred_tokens or not gold_tokens):
+    return float(pred_tokens == gold_tokens)
+  num_same = sum((collections.Counter(pred_tokens) & collections.Counter(gold_tokens)).values())
+  if num_same == 0:
+    return 0.0
+  precision = num_same / len(pred_tokens)
+  recall = num_same / len(gold_tokens)
+  return 2 * precision * recall / (precision + recall)
+
+
+def _check_version(version: str) -> str:
+  if version not in ("1.1", "2.0"):
+    raise ValueError(f"version must be '1.1' or '2.0', got {version!r}")
+  return version
+
+
+def squad_f1(prediction: str, ground_truths: str | Sequence[str], *, version: str = "1.1") -> float:
+  """SQuAD token-level F1 on normalized answers (bag of tokens), the maximum over the gold answers.
+
+  ``version`` only matters when the prediction or a gold answer normalizes to nothing: v1.1 scores that 0, v2.0 scores
+  1 when both are empty (a correct "no answer") and 0 otherwise.
+  """
+  version = _check_version(version)
+  return max(_token_f1(prediction, gold, version) for gold in _as_golds(ground_truths))
+
+
+def _squad_gold(dataset_or_answers: Mapping[str, Any]) -> dict[str, list[str]]:
+  """qid -> gold answer texts, from a SQuAD-format dataset dict or from a qid -> answers mapping."""
+  if not isinstance(dataset_or_answers, Mapping):
+    raise TypeError(f"dataset_or_answers must be a SQuAD dataset dict or a dict qid -> gold answers, got "
+                    f"{type(dataset_or_answers).__name__}")
+  if isinstance(dataset_or_answers.get("data"), list):
+    gold = {}
+    for article in dataset_or_answers["data"]:
+      for paragraph in article["paragraphs"]:
+        for qa in paragraph["qas"]:
+          # An impossible question of the v2.0 dev set has answers == [] (its "plausible_answers" are not gold).
+          answers = [] if qa.get("is_impossible", False) else [a["text"] for a in qa["answers"]]
+          gold[qa["id"]] = answers
+    return gold
+  gold = {}
+  for qid, answers in dataset_or_answers.items():
+    answers = [answers] if isinstance(answers, str) else answers
+    if not isinstance(answers, Sequence) or not all(isinstance(a, str) for a in answers):
+      raise TypeError(f"dataset_or_answers[{qid!r}] must be a list of gold answer strings, got {answers!r}")
+    gold[qid] = list(answers)
+  return gold
+
+
+def squad_scores(predictions: Mapping[str, str], dataset_or_answers: Mapping[str, Any], *, version: str = "1.1",
+                 no_answer_probs: Mapping[str, float] | None = None,
+                 no_answer_threshold: float = 1.0) -> dict[str, float]:
+  """SQuAD v1.1 / v2.0 exact match and F1 over a dataset, by the rules of the official evaluation scripts.
+
+  Args:
+    predictions: question id -> predicted answer text ("" to predict "no answer" in v2.0).
+    dataset_or_answers: a SQuAD-format dataset dict (``{"data": [{"paragraphs": [{"qas": [{"id", "answers":
+      [{"text"}], "is_impossible"?}]}]}]}``) or a dict question id -> list of gold answer strings (an empty list marks
+      an unanswerable v2.0 question).
+    version: "1.1" (every question has an answer) or "2.0" (unanswerable questions; gold answers that normalize to
+      nothing are dropped, and a question left with none has the single gold "", which only "" matches).
+    no_answer_probs: v2.0 only: question id -> probability of "no answer"; a question whose probability exceeds
+      ``no_answer_threshold`` is scored as a "no answer" prediction whatever its text (missing ids count as 0).
+    no_answer_threshold: see ``no_answer_probs``.
+
+  Returns:
+    "exact_match", "f1" (percent) and "total"; for v2.0 also "HasAns_exact", "HasAns_f1", "HasAns_total" when some
+    question has an answer and "NoAns_exact", "NoAns_f1", "NoAns_total" when some has none (as the official script,
+    which leaves out an empty group). A question without a prediction scores 0 and stays in the totals (unlike the
+    official v2.0 script, which drops it from "total"); how many were missing is logged as a warning.
+  """
+  version = _check_version(version)
+  if not isinstance(predictions, Mapping):
+    raise TypeError(f"predictions must be a dict question id -> answer text, got {type(predictions).__name__}")
+  if no_answer_probs is not None and version != "2.0":
+    raise ValueError("no_answer_probs only applies to version='2.0' (v1.1 has no unanswerable questions)")
+  no_answer_probs = no_answer_probs or {}
+  gold = _squad_gold(dataset_or_answers)
+
+  exact, f1, has_answer, missing = {}, {}, {}, []
+  for qid, answers in gold.items():
+    # As in the official script, a question "has an answer" when its answer list is non-empty, even if every answer
+    # normalizes to nothing (e.g. "The") and it is then scored against the gold "".
+    has_answer[qid] = bool(answers)
+    if version == "2.0":
+      answers = [a for a in answers if normalize_answer(a)] or [""]
+    elif not answers:
+      raise ValueError(f"question {qid!r} has no gold answer, which SQuAD v1.1 does not allow: score with "
+                       f"version='2.0' if the data has unanswerable questions")
+    if qid not in predictions:
+      missing.append(qid)
+      exact[qid] = f1[qid] = 0.0
+      continue
+    prediction = predictions[qid]
+    if not isinstance(prediction, str):
+      raise TypeError(f"predictions[{qid!r}] must be a string, got {type(prediction).__name__}")
+    if no_answer_probs.get(qid, 0.0) > no_answer_threshold:
+      exact[qid] = f1[qid] = float(not has_answer[qid])
+    else:
+      exact[qid] = squad_exact_match(prediction, answers)
+      f1[qid] = squad_f1(prediction, answers, version=version)
+
+  if missing:
+    logging.warning("SQuAD: %d of %d questions have no prediction and score 0 (first: %s)", len(missing), len(gold),
+                    ", ".join(map(repr, missing[:5])))
+  unknown = len(set(predictions) - set(gold))
+  if unknown:
+    logging.warning("SQuAD: %d predictions are for question ids not in the gold data and are ignored", unknown)
+
+  def mean(values, ids):
+    return 100.0 * sum(values[q] for q in ids) / len(ids) if ids else 0.0
+
+  ids = list(gold)
+  result = {"exact_match": mean(exact, ids), "f1": mean(f1, ids), "total": len(ids)}
+  if version == "2.0":
+    groups = {"HasAns": [q for q in ids if has_answer[q]], "NoAns": [q for q in ids if not has_answer[q]]}
+    for prefix, group in groups.items():
+      if group:
+        result.update({f"{prefix}_exact": mean(exact, group), f"{prefix}_f1": mean(f1, group),
+                       f"{prefix}_total": len(group)})
+  return result
