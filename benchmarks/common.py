@@ -45,3 +45,21 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
   lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
   lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
   return "\n".join(lines)
+
+
+def run_side(module: str, side: str, argv: list[str], threads: int) -> dict:
+  """Runs ``python -m module --side=SIDE argv`` in a process of its own and returns the JSON it prints last.
+
+  A comparison with another framework times each side alone: in one process, torch's and XLA's thread pools slow each
+  other down (torch's SDPA ran ~1.8x slower beside JAX than alone), and the ratio lies. Both sides get ``threads``.
+  """
+  import json  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  env = dict(os.environ, JAX_PLATFORMS="cpu", OMP_NUM_THREADS=str(threads),
+             XLA_FLAGS=os.environ.get("XLA_FLAGS", "") + f" --xla_cpu_multi_thread_eigen=true")
+  proc = subprocess.run([sys.executable, "-m", module, f"--side={side}", f"--threads={threads}", *argv], env=env,
+                        capture_output=True, text=True)
+  if proc.returncode:
+    raise RuntimeError(f"{module} --side={side} failed:\n{proc.stderr[-3000:]}")
+  return json.loads(proc.stdout.strip().splitlines()[-1])

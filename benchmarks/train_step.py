@@ -4,7 +4,8 @@
     python -m benchmarks.train_step --configs=small --reps=3
 
 Both sides: batch B × L source and target tokens, vocabulary V, dropout 0.1, label smoothing 0.1, Adam; the same
-number of threads (torch.set_num_threads = JAX's devices' cores). Model FLOPs per step are XLA's count for the attnjax
+number of threads, each framework in a process of its own (``--side``), alternating ``--rounds`` times: in one
+process the two thread pools slow each other down. Model FLOPs per step are XLA's count for the attnjax
 step (``cost_analysis``), credited to both; "of peak" is model FLOP/s over a float32 matmul (M = N = K = 2048)
 measured in the same run — the best this machine's BLAS does, not a datasheet number.
 """
@@ -12,7 +13,9 @@ measured in the same run — the best this machine's BLAS does, not a datasheet 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +24,7 @@ import optax
 
 from attnjax.models.transformer import Transformer
 from attnjax.training.losses import smoothed_cross_entropy
-from benchmarks.common import interleaved_medians, machine_description, markdown_table
+from benchmarks.common import interleaved_medians, machine_description, markdown_table, run_side
 
 CONFIGS = {
     "small": dict(d_model=256, num_heads=4, d_ff=1024, layers=3),
@@ -104,6 +107,24 @@ def torch_step(cfg, vocab, src, tgt_in, tgt_out, threads):
   return run
 
 
+def _side(args) -> dict:
+  rng = np.random.default_rng(0)
+  src = jnp.asarray(rng.integers(3, args.vocab, (args.batch, args.length)), jnp.int32)
+  tgt = jnp.asarray(rng.integers(3, args.vocab, (args.batch, args.length + 1)), jnp.int32)
+  tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+  out = {"peak": matmul_peak()} if args.side == "attnjax" else {}
+  for name in args.configs.split(","):
+    cfg = CONFIGS[name]
+    if args.side == "attnjax":
+      run, flops = attnjax_step(cfg, args.vocab, src, tgt_in, tgt_out)
+    else:
+      run, flops = torch_step(cfg, args.vocab, src, tgt_in, tgt_out, args.threads), None
+      if run is None:
+        return {}
+    out[name] = {"seconds": interleaved_medians({"step": run}, args.reps)["step"], "flops": flops}
+  return out
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--configs", default="small,base")
@@ -111,33 +132,35 @@ def main():
   parser.add_argument("--length", type=int, default=64)
   parser.add_argument("--vocab", type=int, default=8192)
   parser.add_argument("--reps", type=int, default=5)
+  parser.add_argument("--rounds", type=int, default=2)
+  parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+  parser.add_argument("--side", choices=("attnjax", "torch"), default=None, help=argparse.SUPPRESS)
   args = parser.parse_args()
-  threads = os.cpu_count() or 1
-  peak = matmul_peak()
+  if args.side:
+    print(json.dumps(_side(args)))
+    return
+  argv = [f"--configs={args.configs}", f"--batch={args.batch}", f"--length={args.length}", f"--vocab={args.vocab}",
+          f"--reps={args.reps}"]
+  results = {"attnjax": [], "torch": []}
+  for _ in range(args.rounds):
+    for side in results:
+      results[side].append(run_side("benchmarks.train_step", side, argv, args.threads))
+  peak = statistics.median(r["peak"] for r in results["attnjax"])
   print(f"# train step, float32, batch {args.batch} × {args.length} tokens per side, vocab {args.vocab}, "
-        f"{threads} threads\n# {machine_description()}\n# measured float32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
-  rng = np.random.default_rng(0)
-  src = jnp.asarray(rng.integers(3, args.vocab, (args.batch, args.length)), jnp.int32)
-  tgt = jnp.asarray(rng.integers(3, args.vocab, (args.batch, args.length + 1)), jnp.int32)
-  tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+        f"{args.threads} threads, each framework in its own process\n# {machine_description()}\n"
+        f"# measured float32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
   tokens = args.batch * args.length
   rows = []
   for name in args.configs.split(","):
-    cfg = CONFIGS[name]
-    ours, flops = attnjax_step(cfg, args.vocab, src, tgt_in, tgt_out)
-    fns = {"attnjax": ours}
-    theirs = torch_step(cfg, args.vocab, src, tgt_in, tgt_out, threads)
-    if theirs is not None:
-      fns["torch"] = theirs
-    times = interleaved_medians(fns, args.reps)
-    tps = {k: tokens / v for k, v in times.items()}
+    seconds = {side: statistics.median(r[name]["seconds"] for r in rs) for side, rs in results.items()
+               if rs and all(name in r for r in rs)}
+    flops = results["attnjax"][0][name]["flops"]
+    tps = {k: tokens / v for k, v in seconds.items()}
     row = [name, f"{tps['attnjax']:.0f}", f"{tps['torch']:.0f}" if "torch" in tps else "—",
            f"{tps['attnjax'] / tps['torch']:.2f}×" if "torch" in tps else "—",
-           f"{flops / times['attnjax'] / 1e9:.1f}", f"{100 * flops / times['attnjax'] / peak:.0f}%",
-           f"{100 * flops / times['torch'] / peak:.0f}%" if "torch" in times else "—"]
+           f"{flops / seconds['attnjax'] / 1e9:.1f}", f"{100 * flops / seconds['attnjax'] / peak:.0f}%",
+           f"{100 * flops / seconds['torch'] / peak:.0f}%" if "torch" in seconds else "—"]
     rows.append(row)
-    print(row, flush=True)
-  print()
   print(markdown_table(["config", "attnjax tgt tok/s", "torch tgt tok/s", "attnjax / torch", "attnjax GFLOP/s",
                         "attnjax of matmul peak", "torch of matmul peak"], rows))
 

@@ -158,6 +158,13 @@ MUTANTS = (
            "return jnp.asarray(length, jnp.float32) ** (2 * alpha)",
            ("tests/test_length_penalty_and_beam_scores.py",),
            "Wu et al. 2016 eq. 14: lp(Y) = ((5 + |Y|) / 6)^alpha"),
+    # the same mutant against the beam-search test alone (the run above stops at the first failing penalty value)
+    Mutant("gnmt-length-penalty-beam", "attnjax/decoding.py",
+           "return ((5.0 + jnp.asarray(length, jnp.float32)) / 6.0) ** alpha",
+           "return jnp.asarray(length, jnp.float32) ** (2 * alpha)",
+           ("tests/test_length_penalty_and_beam_scores.py::"
+            "test_beam_search_finds_the_hand_computed_best_hypotheses_and_scores",),
+           "Wu et al. 2016 eq. 14, through the beam's best hypotheses and scores s(Y) = log P(Y) / lp(Y)"),
     Mutant("luong-attentional-tanh", "attnjax/models/rnn_seq2seq.py",
            "features = jnp.tanh(self.w_c(jnp.concatenate([context.astype(self.dtype), top], axis=-1)))",
            "features = self.w_c(jnp.concatenate([context.astype(self.dtype), top], axis=-1))",
@@ -177,6 +184,7 @@ class Result:
   outcome: str
   seconds: float = 0.0
   detail: str = ""
+  killed_by: str = ""  # the first failing test, from pytest's short summary
 
 
 def _test_file(selection: str) -> Path:
@@ -282,10 +290,18 @@ def run_mutant(mutant: Mutant, timeout: float, baseline_failures=None) -> Result
   if code is None:
     return Result(mutant, "killed (timeout)", seconds)
   if code == 1:
-    return Result(mutant, "killed", seconds)
+    return Result(mutant, "killed", seconds, killed_by=_first_failure(out))
   if code == 0:
     return Result(mutant, "survived", seconds, detail=_tail(out))
   return Result(mutant, f"error (pytest exit {code})", seconds, detail=_tail(out))
+
+
+def _first_failure(output: str) -> str:
+  """The node id of the first ``FAILED``/``ERROR`` line of pytest's short summary (``-ra``, from setup.cfg)."""
+  for line in output.splitlines():
+    if line.startswith(("FAILED ", "ERROR ")):
+      return _short([line.split()[1]])
+  return "?"
 
 
 def _short(tests) -> str:
@@ -305,12 +321,12 @@ def _short(tests) -> str:
 
 
 def print_table(results) -> None:
-  rows = [(r.mutant.name, _short(r.mutant.tests), r.outcome,
-           f"{r.seconds:.1f}" if r.seconds else "-") for r in results]
-  header = ("mutant", "tests", "outcome", "seconds")
-  widths = [max(len(row[i]) for row in rows + [header]) for i in range(4)]
-  line = lambda row: "  ".join(cell.ljust(w) if i < 3 else cell.rjust(w) for i, (cell, w) in
-                               enumerate(zip(row, widths)))
+  rows = [(r.mutant.name, _short(r.mutant.tests), r.outcome, f"{r.seconds:.1f}" if r.seconds else "-",
+           r.killed_by or "-") for r in results]
+  header = ("mutant", "tests", "outcome", "seconds", "killed by")
+  widths = [max(len(row[i]) for row in rows + [header]) for i in range(len(header))]
+  line = lambda row: "  ".join(cell.rjust(w) if i == 3 else cell.ljust(w) for i, (cell, w) in
+                               enumerate(zip(row, widths))).rstrip()
   print(line(header))
   print("  ".join("-" * w for w in widths))
   for row in rows:
