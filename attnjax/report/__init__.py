@@ -1,0 +1,108 @@
+"""The study's results, gathered from run workdirs: markdown tables beside the seed's numbers, ablations and plots.
+
+    python -m attnjax.report --runs=gs://B/runs/study[,runs/local_run,...] --out=gs://B/report
+
+Every ``--runs`` entry is a launch root (searched recursively, never inside ``checkpoints/`` or ``tensorboard/``) or
+one run workdir. A run workdir is a directory holding ``launch.json`` (written by the launcher) and/or
+``config.json`` (written by ``attnjax.train``); the search does not descend into a run. Read from each run:
+
+* ``launch.json``: ``{"experiment", "experiment_name", "sweep" (or null), "point", "overrides", "extra_overrides",
+  "target", "commit", "commands", "start", "end", "status" ("pending" | "running" | "done" | "failed"),
+  "returncode", "wall_seconds"}``.
+* ``config.json``: the run's config (``data.task``, ``model.name`` / ``attention`` / ``d_model`` / ``encoder``,
+  ``target``).
+* ``metrics.<split>.json``: what ``attnjax.evaluate`` returned (``step``, ``steps``, ``examples``, ``bleu``, ``chrf``,
+  ``ter``, ``meteor``, ``rouge1`` ..., ``exact_match``, ``f1`` ...). ``test`` is preferred, then ``validation`` (SQuAD
+  has no test split), then any other split.
+* ``tensorboard/events.out.tfevents.*``: the ``eval/*`` scalars, read without TensorFlow (:func:`read_scalars`).
+
+Written into ``--out`` (a local directory or a URL), all through :mod:`attnjax.fs`:
+
+* ``results.md`` (also printed): one table per task kind (translation, summarization, question answering), a row
+  per run and a column per (task, metric), each of our scores (2 decimals) followed by the seed's reported score
+  ``(seed X)`` where :data:`SEED_REPORTED` has one, and the run's budget (steps, wall time, hardware, sweep point);
+  then one table per ablation sweep; then runs that fit no table. A run without numbers shows why in its cells:
+  ``running``, ``pending``, ``failed``, ``no evaluation`` or ``unreadable: <file>``; never 0 or an empty cell.
+* ``ablation_<sweep>.png``: the headline metric (BLEU / ROUGE-L / F1) against the sweep's points, a point without a
+  score drawn as a gap with its state written in, not as 0.
+* ``curves_<experiment_name, "/" -> "_">.png``: validation headline metric and eval loss against the step, one line
+  per run.
+* ``results.json``: ``{"roots": [...], "runs": [record, ...]}``, one :func:`read_run` record per run.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from attnjax import fs
+from attnjax.report.runs import (
+    HEADLINE, KINDS, KIND_METRICS, KIND_TITLES, LABEL_ORDER, METRIC_TITLES, NOT_COMPUTED, RUN_FILES, SEED_REPORTED,
+    SKIPPED_DIRS, SPLIT_PREFERENCE, TASK_KINDS, collect, find_runs, model_label, read_run)
+from attnjax.report.tables import (
+    curve_groups, curves_file, format_score, format_seed, format_wall, kind_table, render_markdown, sweep_table,
+    sweeps)
+from attnjax.report.plots import plot_ablation, plot_curves
+from attnjax.report.tensorboard import read_records, read_scalars
+
+__all__ = [
+    "HEADLINE",
+    "KINDS",
+    "KIND_METRICS",
+    "KIND_TITLES",
+    "LABEL_ORDER",
+    "METRIC_TITLES",
+    "NOT_COMPUTED",
+    "RUN_FILES",
+    "SEED_REPORTED",
+    "SKIPPED_DIRS",
+    "SPLIT_PREFERENCE",
+    "TASK_KINDS",
+    "collect",
+    "curve_groups",
+    "curves_file",
+    "find_runs",
+    "format_score",
+    "format_seed",
+    "format_wall",
+    "kind_table",
+    "model_label",
+    "plot_ablation",
+    "plot_curves",
+    "read_records",
+    "read_run",
+    "read_scalars",
+    "render_markdown",
+    "sweep_table",
+    "sweeps",
+    "write_report",
+]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The report
+
+
+def write_report(roots: Iterable[fs.PathLike], out: fs.PathLike) -> str:
+  """Reads every run under ``roots`` and writes ``results.md``, ``results.json`` and the PNG plots into ``out``;
+  returns the markdown.
+
+  Raises:
+    FileNotFoundError / NotADirectoryError: a root that does not exist or is a file (named).
+    ValueError: no run workdir under any root.
+  """
+  roots = [str(root) for root in roots]
+  records = collect(roots)
+  if not records:
+    raise ValueError(f"no run workdir (a directory holding launch.json or config.json) under {', '.join(roots)}")
+  fs.makedirs(out)
+  plots = {}
+  for sweep in sweeps(records):
+    plot_ablation(sweep, fs.join(out, sweep["plot"]))
+    plots[sweep["plot"]] = f"{sweep['experiment_name']}: {sweep['sweep']}"
+  for name, group in curve_groups(records).items():
+    if plot_curves(name, group, fs.join(out, curves_file(name))):
+      plots[curves_file(name)] = name
+  markdown = render_markdown(records, plots=plots, roots=roots)
+  fs.write_text(fs.join(out, "results.md"), markdown)
+  fs.write_json(fs.join(out, "results.json"), {"roots": roots, "runs": records}, indent=1)
+  return markdown

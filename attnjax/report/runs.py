@@ -1,0 +1,295 @@
+"""Finding and reading run workdirs: their launch manifest, config, evaluation and TensorBoard curves (see
+:mod:`attnjax.report`)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterable
+
+from absl import logging
+from etils import epath
+
+from attnjax import fs
+from attnjax.report.tensorboard import read_scalars
+
+RUN_FILES = ("launch.json", "config.json")
+SKIPPED_DIRS = ("checkpoints", "tensorboard")  # large, and never hold a run of their own
+SPLIT_PREFERENCE = ("test", "validation")
+
+# The seed study's published numbers, (task, model label) -> {metric: value}, as the papers printed them.
+SEED_REPORTED: dict[tuple[str, str], dict[str, float]] = {
+    ("wmt14_en_de", "Transformer"): {"bleu": 27.3},  # Vaswani et al. 2017
+    ("wmt14_en_de", "Transformer big"): {"bleu": 28.4},
+    ("wmt14_en_de", "ConvS2S"): {"bleu": 25.16},  # Gehring et al. 2017
+    ("wmt14_en_de", "LSTM + Luong (general)"): {"bleu": 20.9},  # Luong et al. 2015
+    ("wmt14_en_fr", "Transformer"): {"bleu": 38.1},
+    ("wmt14_en_fr", "Transformer big"): {"bleu": 41.8},
+    ("wmt14_en_fr", "ConvS2S"): {"bleu": 40.51},
+    ("wmt14_en_fr", "LSTM seq2seq"): {"bleu": 34.81},  # Sutskever et al. 2014, an ensemble of 5
+    ("wmt14_en_fr", "LSTM + Bahdanau"): {"bleu": 26.75},  # Bahdanau et al. 2015, RNNsearch-50
+    ("cnn_dailymail", "LSTM + Bahdanau"): {"rouge1": 31.33, "rouge2": 11.81, "rougeL": 28.83},  # See et al. 2017
+    ("cnn_dailymail", "Transformer"): {"rouge1": 40.21, "rouge2": 17.76, "rougeL": 37.09},
+    ("xsum", "LSTM + Bahdanau"): {"rouge1": 28.42, "rouge2": 8.77, "rougeL": 22.48},  # Narayan et al. 2018
+    ("xsum", "Transformer"): {"rouge1": 29.41, "rouge2": 9.77, "rougeL": 23.01},
+    ("squad_v1", "BiLSTM reader"): {"exact_match": 67.7, "f1": 77.3},  # BiDAF, Seo et al. 2017
+    ("squad_v1", "Transformer reader"): {"exact_match": 73.6, "f1": 82.7},  # QANet, Yu et al. 2018
+    ("squad_v2", "BiLSTM reader"): {"exact_match": 59.8, "f1": 62.6},  # BiDAF-No-Answer, Rajpurkar et al. 2018
+}
+
+KINDS = ("translation", "summarization", "extractive_qa")
+KIND_TITLES = {"translation": "Translation", "summarization": "Summarization", "extractive_qa": "Question answering"}
+KIND_METRICS = {"translation": ("bleu", "meteor", "ter", "chrf"), "summarization": ("rouge1", "rouge2", "rougeL"),
+                "extractive_qa": ("exact_match", "f1")}
+HEADLINE = {"translation": "bleu", "summarization": "rougeL", "extractive_qa": "f1"}
+METRIC_TITLES = {"bleu": "BLEU", "meteor": "METEOR", "ter": "TER", "chrf": "chrF", "rouge1": "ROUGE-1",
+                 "rouge2": "ROUGE-2", "rougeL": "ROUGE-L", "rougeLsum": "ROUGE-Lsum", "exact_match": "EM", "f1": "F1"}
+# Registered tasks (attnjax.data.tasks.TASKS) and the synthetic ones, in the tables' column order; the synthetic
+# seq2seq tasks are scored like translation.
+TASK_KINDS = {
+    "wmt14_en_de": "translation", "wmt14_de_en": "translation", "wmt14_en_fr": "translation",
+    "wmt14_fr_en": "translation", "multi30k_en_de": "translation", "dates": "translation", "reverse": "translation",
+    "cnn_dailymail": "summarization", "xsum": "summarization",
+    "squad_v1": "extractive_qa", "squad_v1_dev_by_article": "extractive_qa", "squad_v2": "extractive_qa",
+}
+LABEL_ORDER = ("LSTM seq2seq", "LSTM + Bahdanau", "LSTM + Luong (dot)", "LSTM + Luong (general)",
+               "LSTM + Luong (concat)", "ConvS2S", "Transformer", "Transformer big", "BiLSTM reader",
+               "Transformer reader")
+
+# A run that never got as far as writing config.json (pending, or failed at start-up) is placed from its experiment
+# file's name (and its overrides): the model each of experiments/<task>/<stem>.py builds.
+_EXPERIMENT_MODELS = {
+    "transformer": {"name": "transformer"}, "transformer_base": {"name": "transformer", "d_model": 512},
+    "transformer_big": {"name": "transformer", "d_model": 1024}, "transformer_small": {"name": "transformer"},
+    "dates_transformer": {"name": "transformer"}, "convs2s": {"name": "convs2s"},
+    "lstm_seq2seq": {"name": "rnn_seq2seq", "attention": None},
+    "lstm_bahdanau": {"name": "rnn_seq2seq", "attention": "bahdanau"},
+    "lstm_attention": {"name": "rnn_seq2seq", "attention": "bahdanau"},
+    "dates_lstm_bahdanau": {"name": "rnn_seq2seq", "attention": "bahdanau"},
+    "lstm_luong": {"name": "rnn_seq2seq", "attention": "luong_general"},
+    "bilstm_reader": {"name": "span_qa", "encoder": "bilstm"},
+    "span_qa_bilstm": {"name": "span_qa", "encoder": "bilstm"},
+    "transformer_reader": {"name": "span_qa", "encoder": "transformer"},
+    "span_qa_transformer": {"name": "span_qa", "encoder": "transformer"},
+}
+_EXPERIMENT_TASKS = {"multi30k": "multi30k_en_de", "squad": "squad_v1_dev_by_article", "dates_transformer": "dates",
+                     "dates_lstm_bahdanau": "dates"}
+
+NOT_COMPUTED = "—"  # an evaluated run whose evaluation did not compute this metric (METEOR is opt-in)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Finding and reading runs
+
+
+def find_runs(root: fs.PathLike) -> list[epath.Path]:
+  """The run workdirs under ``root`` (``root`` itself if it is one), sorted by path.
+
+  Raises:
+    FileNotFoundError: ``root`` does not exist (the message names it).
+    NotADirectoryError: ``root`` is a file.
+  """
+  base = fs.path(root)
+  if not base.exists():
+    raise FileNotFoundError(f"--runs directory {root} does not exist")
+  if not base.is_dir():
+    raise NotADirectoryError(f"--runs entry {root} is not a directory")
+  runs, stack = [], [base]
+  while stack:
+    directory = stack.pop()
+    children = list(directory.iterdir())
+    if any(child.name in RUN_FILES for child in children):
+      runs.append(directory)
+      continue  # a run's own subdirectories (checkpoints, vocabularies) hold no further runs
+    stack.extend(child for child in children
+                 if child.name not in SKIPPED_DIRS and not child.name.startswith(".") and child.is_dir())
+  return sorted(runs, key=str)
+
+
+def _read_json_file(path: epath.Path) -> tuple[Any, bool]:
+  """``(value, readable)``: ``(None, True)`` for a missing file; ``(None, False)`` for one that is not a JSON
+  object (a half-written file, a wrong encoding)."""
+  if not path.exists():
+    return None, True
+  try:
+    value = json.loads(fs.read_text(path))
+  except (ValueError, OSError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+    return None, False
+  return (value, True) if isinstance(value, dict) else (None, False)
+
+
+def _metrics_file(workdir: epath.Path) -> epath.Path | None:
+  files = {p.name[len("metrics."):-len(".json")]: p for p in workdir.glob("metrics.*.json")}
+  for split in SPLIT_PREFERENCE:
+    if split in files:
+      return files[split]
+  return files[sorted(files)[0]] if files else None
+
+
+def model_label(model: dict) -> str:
+  """The table's row label for a config's ``model`` section: "LSTM seq2seq", "LSTM + Bahdanau", "LSTM + Luong
+  (general)", "ConvS2S", "Transformer" / "Transformer big" (d_model >= 1024), "BiLSTM reader", "Transformer
+  reader"; the model name otherwise."""
+  name = model.get("name")
+  if name == "transformer":
+    return "Transformer big" if (model.get("d_model") or 0) >= 1024 else "Transformer"
+  if name == "rnn_seq2seq":
+    cell = str(model.get("cell") or "lstm").upper()
+    attention = model.get("attention")
+    if not attention:
+      return f"{cell} seq2seq"
+    if attention == "bahdanau":
+      return f"{cell} + Bahdanau"
+    if str(attention).startswith("luong_"):
+      return f"{cell} + Luong ({attention[len('luong_'):]})"
+    return f"{cell} + {attention}"
+  if name == "convs2s":
+    return "ConvS2S"
+  if name == "span_qa":
+    encoder = model.get("encoder")
+    return {"bilstm": "BiLSTM reader", "transformer": "Transformer reader"}.get(encoder, f"{encoder} reader")
+  return str(name) if name else "unknown model"
+
+
+def _parse_value(text: str):
+  try:
+    return json.loads(text)
+  except ValueError:
+    return text
+
+
+def _launch_overrides(launch: dict) -> dict:
+  """``overrides`` plus the ``--config.KEY=VALUE`` items of ``extra_overrides``, as dotted key -> value."""
+  overrides = dict(launch.get("overrides") or {})
+  for item in launch.get("extra_overrides") or []:
+    key, sep, value = str(item).partition("=")
+    if sep and key.startswith("--config."):
+      overrides[key[len("--config."):]] = _parse_value(value)
+  return overrides
+
+
+def _from_experiment(launch: dict) -> tuple[str | None, dict | None]:
+  """``(task, model section)`` guessed from the experiment's file name and overrides, for a run with no config."""
+  name = launch.get("experiment_name") or re.sub(r"^.*experiments/|\.py$", "", launch.get("experiment") or "")
+  if not name:
+    return None, None
+  parts = name.split("/")
+  task = parts[0] if parts[0] in TASK_KINDS else _EXPERIMENT_TASKS.get(parts[0])
+  model = dict(_EXPERIMENT_MODELS.get(parts[-1], {}))
+  for key, value in _launch_overrides(launch).items():
+    if key.startswith("model."):
+      model[key[len("model."):]] = value
+  return task, (model or None)
+
+
+def _kind(task: str | None, model: dict | None, scores: dict) -> str | None:
+  if task in TASK_KINDS:
+    return TASK_KINDS[task]
+  if model and model.get("name") == "span_qa":
+    return "extractive_qa"
+  if any(key.startswith("rouge") for key in scores):
+    return "summarization"
+  if "bleu" in scores:
+    return "translation"
+  if "f1" in scores:
+    return "extractive_qa"
+  return None
+
+
+def _relative(path: epath.Path, root: epath.Path) -> str:
+  text, base = str(path), str(root).rstrip("/")
+  if text == base:
+    return path.name
+  return text[len(base) + 1:] if text.startswith(base + "/") else text
+
+
+def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: bool = True) -> dict[str, Any]:
+  """One run's record (JSON-serialisable), as ``results.json`` lists it.
+
+  Args:
+    workdir: the run workdir (a local path or a URL).
+    root: the ``--runs`` entry it was found under; ``run`` is the path relative to it.
+    curves: also read the TensorBoard ``eval/*`` scalars into ``eval_curves``.
+
+  Returns:
+    ``{"run", "workdir", "experiment", "experiment_name", "sweep", "point", "overrides", "target", "commit", "start",
+    "end", "status" (launch.json's, or None), "returncode", "wall_seconds", "task", "kind" ("translation" |
+    "summarization" | "extractive_qa" | None), "model" (config's model section), "label", "headline", "split",
+    "metrics_file", "step", "steps", "examples", "scores" ({metric: number}), "state", "unreadable" ([file names]),
+    "launch", "config", "metrics" (the files as read), "eval_curves" ({tag: [[step, value], ...]})}``. ``state`` is what the
+    tables show: "evaluated" (the scores), else "running", "pending", "failed", "no evaluation" or "unreadable:
+    <file>[, <file>]".
+  """
+  directory = fs.path(workdir)
+  unreadable = []
+  launch, ok = _read_json_file(directory / "launch.json")
+  if not ok:
+    unreadable.append("launch.json")
+  config, ok = _read_json_file(directory / "config.json")
+  if not ok:
+    unreadable.append("config.json")
+  metrics_path = _metrics_file(directory)
+  metrics = None
+  if metrics_path is not None:
+    metrics, ok = _read_json_file(metrics_path)
+    if not ok:
+      unreadable.append(metrics_path.name)
+  launch, config = launch or {}, config or {}
+  scores = {key: value for key, value in (metrics or {}).items()
+            if key in METRIC_TITLES and isinstance(value, (int, float)) and not isinstance(value, bool)}
+
+  task = (config.get("data") or {}).get("task")
+  model = config.get("model") if isinstance(config.get("model"), dict) else None
+  if launch and (task is None or model is None):
+    guessed_task, guessed_model = _from_experiment(launch)
+    task, model = task or guessed_task, model or guessed_model
+  kind = _kind(task, model, scores)
+
+  status = launch.get("status")
+  if unreadable:
+    state = "unreadable: " + ", ".join(unreadable)
+  elif status in ("running", "pending", "failed"):
+    state = status  # a metrics file next to it belongs to an earlier attempt, not to this one's result
+  elif metrics is not None:
+    state = "evaluated"
+  else:
+    state = "no evaluation"
+
+  split = None
+  if metrics_path is not None:
+    split = (metrics or {}).get("split") or metrics_path.name[len("metrics."):-len(".json")]
+  record = {
+      "run": _relative(directory, fs.path(root)) if root is not None else directory.name,
+      "workdir": str(directory),
+      **{key: launch.get(key) for key in ("experiment", "experiment_name", "sweep", "point", "overrides", "target",
+                                          "commit", "start", "end")},
+      "status": status, "returncode": launch.get("returncode"), "wall_seconds": launch.get("wall_seconds"),
+      "task": task, "kind": kind, "model": model, "label": model_label(model) if model else None,
+      "headline": HEADLINE.get(kind),
+      "split": split, "metrics_file": metrics_path.name if metrics_path is not None else None,
+      "step": (metrics or {}).get("step"), "steps": (metrics or {}).get("steps"),
+      "examples": (metrics or {}).get("examples"), "scores": scores,
+      "state": state, "unreadable": unreadable, "launch": launch or None, "config": config or None,
+      "metrics": metrics, "eval_curves": {},
+  }
+  record["target"] = record["target"] or config.get("target")
+  if curves:
+    scalars = read_scalars(directory / "tensorboard")
+    record["eval_curves"] = {tag: [[step, value] for step, value in points] for tag, points in scalars.items()
+                             if tag.startswith("eval/")}
+  return record
+
+
+def collect(roots: Iterable[fs.PathLike], *, curves: bool = True) -> list[dict[str, Any]]:
+  """:func:`read_run` for every run under every root (in root order, then path order).
+
+  Raises:
+    FileNotFoundError / NotADirectoryError: a root that does not exist or is a file (named).
+  """
+  records = []
+  for root in roots:
+    workdirs = find_runs(root)
+    if not workdirs:
+      logging.warning("no run workdir (a directory with launch.json or config.json) under %s", root)
+    records.extend(read_run(workdir, root, curves=curves) for workdir in workdirs)
+  return records

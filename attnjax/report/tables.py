@@ -1,0 +1,215 @@
+"""The markdown of the report: one table per task kind beside the seed's numbers, ablation tables."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import re
+from typing import Any, Iterable
+
+
+from attnjax.report.runs import (
+    HEADLINE, KINDS, KIND_METRICS, KIND_TITLES, LABEL_ORDER, METRIC_TITLES, NOT_COMPUTED, SEED_REPORTED, TASK_KINDS)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Markdown
+
+
+def format_score(value: float) -> str:
+  return f"{value:.2f}"
+
+
+def format_seed(value: float) -> str:
+  return f"{value:g}"  # as the paper printed it: 27.3, 25.16
+
+
+def format_wall(seconds) -> str:
+  """``h:mm`` (rounded to the minute), "—" if unknown."""
+  if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds):
+    return "—"
+  minutes = int(round(seconds / 60))
+  return f"{minutes // 60}:{minutes % 60:02d}"
+
+
+def _format_steps(record: dict) -> str:
+  if record["state"] != "evaluated" or record["step"] is None:
+    return "—"
+  steps = record["steps"]
+  if isinstance(steps, list) and len(steps) > 1:
+    return f"{record['step']} (avg of {len(steps)})"  # averaged parameters (--average_last)
+  return str(record["step"])
+
+
+def _cell(record: dict, metric: str) -> str:
+  """Our score (or why there is none), then the seed's reported score for that task, model and metric."""
+  if record["state"] == "evaluated":
+    value = record["scores"].get(metric)
+    text = NOT_COMPUTED if value is None else format_score(value)
+  else:
+    text = record["state"]
+  seed = SEED_REPORTED.get((record["task"], record["label"]), {}).get(metric)
+  return text if seed is None else f"{text} (seed {format_seed(seed)})"
+
+
+def _escape(text) -> str:
+  return "—" if text is None or text == "" else str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  lines.extend("| " + " | ".join(row) + " |" for row in rows)
+  return "\n".join(lines)
+
+
+def _start_key(record: dict) -> float:
+  """Seconds since the epoch of launch.json's ``start`` (ISO-8601; a naive time is local), +inf if unknown."""
+  start = record.get("start")
+  if not start:
+    return math.inf
+  try:
+    return datetime.datetime.fromisoformat(str(start).replace("Z", "+00:00")).timestamp()
+  except ValueError:
+    return math.inf
+
+
+def _order(sequence: Iterable[str], canonical: Iterable[str]) -> list[str]:
+  canonical = list(canonical)
+  return sorted(set(sequence), key=lambda x: (canonical.index(x) if x in canonical else len(canonical), x))
+
+
+def _columns(kind: str, task: str, records: list[dict]) -> list[str]:
+  """The metrics a task's column group shows: the kind's own that a run computed or the seed reports, in the seed
+  tables' order (plus exact match for tasks scored by it, such as the synthetic ones)."""
+  computed = {metric for r in records if r["task"] == task for metric in r["scores"]}
+  reported = {metric for (t, _), values in SEED_REPORTED.items() if t == task for metric in values}
+  metrics = [m for m in KIND_METRICS[kind] if m in computed | reported]
+  if "exact_match" in computed and "exact_match" not in metrics:
+    metrics.append("exact_match")
+  return metrics or [HEADLINE[kind]]  # a table of runs that are all still running: show the headline column
+
+
+def kind_table(kind: str, records: list[dict]) -> str:
+  """The table of one task kind: a row per run (ordered by model, task, start), a column per (task, metric)."""
+  records = [r for r in records if r["kind"] == kind and r["task"] and r["label"]]
+  tasks = _order((r["task"] for r in records), TASK_KINDS)
+  groups = [(task, _columns(kind, task, records)) for task in tasks]
+  header = ["model"] + [f"{task} {METRIC_TITLES.get(m, m)}" for task, metrics in groups for m in metrics]
+  header += ["steps", "wall (h:mm)", "hardware", "point", "run"]
+  labels = _order((r["label"] for r in records), LABEL_ORDER)
+  records = sorted(records, key=lambda r: (labels.index(r["label"]), tasks.index(r["task"]), _start_key(r),
+                                           r["run"]))
+  rows = []
+  for r in records:
+    cells = [_escape(r["label"])]
+    for task, metrics in groups:
+      cells += [_escape(_cell(r, m)) if r["task"] == task else "" for m in metrics]
+    cells += [_format_steps(r), format_wall(r["wall_seconds"]), _escape(r["target"]), _escape(r["point"]),
+              _escape(r["run"])]
+    rows.append(cells)
+  return _table(header, rows)
+
+
+def sweeps(records: list[dict]) -> list[dict[str, Any]]:
+  """The ablation sweeps among ``records``: ``[{"experiment_name", "sweep", "headline", "points": [point, ...],
+  "runs": [record, ...], "plot": file name}]``, points in launch order (each point's earliest ``start``)."""
+  groups: dict[tuple[str, str], list[dict]] = {}
+  for r in records:
+    if r["sweep"]:
+      groups.setdefault((r["experiment_name"] or r["experiment"] or "", r["sweep"]), []).append(r)
+  names = [sweep for _, sweep in groups]
+  found = []
+  for (experiment, sweep), runs in sorted(groups.items()):
+    runs = sorted(runs, key=lambda r: (_start_key(r), r["run"]))
+    points = list(dict.fromkeys(r["point"] or r["run"] for r in runs))
+    kinds = [r["kind"] for r in runs if r["kind"]]
+    # ablation_<sweep>.png; a sweep name that two experiments share gets the experiment in its file name too
+    stem = sweep if names.count(sweep) == 1 else f"{experiment}_{sweep}"
+    found.append({"experiment_name": experiment, "sweep": sweep, "points": points, "runs": runs,
+                  "headline": HEADLINE.get(kinds[0]) if kinds else None,
+                  "plot": f"ablation_{_slug(stem)}.png"})
+  return found
+
+
+def _overrides_text(overrides) -> str:
+  if not overrides:
+    return "—"
+  return ", ".join(f"{key}={json.dumps(value)}" for key, value in overrides.items())
+
+
+def sweep_table(sweep: dict) -> str:
+  """One sweep's table: a row per run in launch order, with the headline metric, budget and launch status."""
+  metric = sweep["headline"]
+  header = ["point", "overrides", METRIC_TITLES.get(metric, "headline"), "steps", "wall (h:mm)", "hardware", "status",
+            "run"]
+  rows = []
+  for r in sweep["runs"]:
+    if r["state"] != "evaluated":
+      value = r["state"]
+    elif metric in r["scores"]:
+      value = format_score(r["scores"][metric])
+    else:
+      value = NOT_COMPUTED
+    status = r["state"] if r["state"].startswith("unreadable") else (r["status"] or r["state"])
+    rows.append([_escape(r["point"]), _escape(_overrides_text(r["overrides"])), _escape(value), _format_steps(r),
+                 format_wall(r["wall_seconds"]), _escape(r["target"]), _escape(status), _escape(r["run"])])
+  return _table(header, rows)
+
+
+def curve_groups(records: list[dict]) -> dict[str, list[dict]]:
+  """Runs by experiment (``experiment_name``; for a run without launch.json, task and model), for the curve plots."""
+  groups: dict[str, list[dict]] = {}
+  for r in records:
+    name = r["experiment_name"] or (f"{r['task']}/{r['label']}" if r["task"] and r["label"] else r["run"])
+    groups.setdefault(name, []).append(r)
+  return groups
+
+
+def _slug(name: str) -> str:
+  return re.sub(r"[^A-Za-z0-9._-]+", "_", name.replace("/", "_")).strip("_") or "unnamed"
+
+
+def curves_file(experiment_name: str) -> str:
+  return f"curves_{_slug(experiment_name)}.png"
+
+
+def render_markdown(records: list[dict], *, plots: dict[str, str] | None = None, roots: Iterable[str] = ()) -> str:
+  """``results.md``: the kind tables, the ablation tables (with their plots) and the runs no table could place.
+
+  Args:
+    records: :func:`read_run` records.
+    plots: PNG file name -> title, for the plots written next to results.md (linked from it).
+    roots: the ``--runs`` entries, named in the preamble.
+  """
+  plots = plots or {}
+  lines = ["# Results", ""]
+  if roots:
+    lines += [f"{len(records)} run{'s' if len(records) != 1 else ''} from {', '.join(f'`{r}`' for r in roots)}.", ""]
+  lines += ["Each cell: our score on the evaluated split (`metrics.<split>.json`; `test`, or `validation` where the "
+            "task has no test split), then in parentheses the seed study's reported score where it reports one. A run "
+            "without a score says why: `running`, `pending`, `failed`, `no evaluation` (finished, no metrics file) or "
+            f"`unreadable: <file>`; `{NOT_COMPUTED}` is a metric the run's evaluation did not compute. Budget: steps "
+            "of the evaluated checkpoint, wall time of the launch, hardware target, sweep point.", ""]
+  for kind in KINDS:
+    if any(r["kind"] == kind and r["task"] and r["label"] for r in records):
+      lines += [f"## {KIND_TITLES[kind]}", "", kind_table(kind, records), ""]
+  found = sweeps(records)
+  if found:
+    lines += ["## Ablations", ""]
+    for sweep in found:
+      lines += [f"### {sweep['experiment_name']}: sweep `{sweep['sweep']}`", "",
+                f"Points in launch order: {', '.join(sweep['points'])}.", "", sweep_table(sweep), ""]
+      if sweep["plot"] in plots:
+        lines += [f"![{sweep['sweep']}]({sweep['plot']})", ""]
+  curve_plots = [(name, title) for name, title in plots.items() if name.startswith("curves_")]
+  if curve_plots:
+    lines += ["## Training curves", ""]
+    for name, title in curve_plots:
+      lines += [f"![{title}]({name})", ""]
+  others = [r for r in records if not (r["kind"] and r["task"] and r["label"])]
+  if others:
+    lines += ["## Runs not placed in a table", "", "Task or model unknown (no readable config.json).", "",
+              _table(["run", "experiment", "point", "state"],
+                     [[_escape(r["run"]), _escape(r["experiment_name"]), _escape(r["point"]), _escape(r["state"])]
+                      for r in others]), ""]
+  return "\n".join(lines).rstrip("\n") + "\n"
