@@ -37,168 +37,16 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from attnjax.layers.recurrent import (CELLS, MaskedCellStep, ResetBeforeGRUCell, make_cell,  # noqa: F401
+                                      over_time, reverse_real_tokens, zero_carry)
 from attnjax.layers.rnn_attention import AdditiveAttention, LuongAttention
 
-try:  # the public jax.core.is_concrete is deprecated; only used to pick the faster of two equivalent drivers
-  from jax._src.core import is_concrete as _tracer_is_concrete
-except ImportError:  # then every tracer counts as staged, which is always correct (just slower eagerly)
-  _tracer_is_concrete = None
 from attnjax.models.interface import DecoderOutput, source_mask
 
 __all__ = ["RNNSeq2Seq", "ResetBeforeGRUCell", "reverse_real_tokens", "ATTENTIONS", "CELLS", "READOUT_STATES"]
 
 ATTENTIONS = (None, "bahdanau", "luong_dot", "luong_general", "luong_concat")
-# "gru": Cho et al. (2014) / Bahdanau et al. (2015, App. A.1.1), the reset gate applied BEFORE the recurrent matrix;
-# "gru_reset_after": Flax's nn.GRUCell (cuDNN / Keras reset_after=True), r ⊙ (U s + b_U).
-CELLS = ("lstm", "gru", "gru_reset_after")
 READOUT_STATES = ("current", "previous")
-
-
-def reverse_real_tokens(x, mask):
-  """Reverses each row's real tokens in place; padding positions keep their content.
-
-  For right-padded rows ``[a, b, c, PAD, PAD] -> [c, b, a, PAD, PAD]``, so a recurrent pass over the result reads
-  the real tokens backwards *starting from the last real one*, and padding still comes last. The map is its own
-  inverse, which is how outputs of a backward pass are put back in source order.
-
-  Args:
-    x: ``[B, S, ...]``.
-    mask: ``[B, S]`` bool, True = real token (any pattern; real tokens are reversed among themselves).
-
-  Returns:
-    ``[B, S, ...]``, same dtype as ``x``.
-  """
-  s = mask.shape[1]
-  positions = jnp.arange(s)[None, :]
-  # Real positions first, in source order (a stable sort on "is padding").
-  real_in_order = jnp.argsort(jnp.logical_not(mask).astype(jnp.int32), axis=1, stable=True)
-  rank = jnp.cumsum(mask, axis=1) - 1  # rank of each real token among its row's real tokens
-  count = jnp.sum(mask, axis=1, keepdims=True)
-  mirrored = jnp.take_along_axis(real_in_order, jnp.clip(count - 1 - rank, 0, s - 1), axis=1)
-  index = jnp.where(mask, mirrored, positions)
-  index = index.reshape(index.shape + (1,) * (x.ndim - 2))
-  return jnp.take_along_axis(x, index, axis=1)
-
-
-class ResetBeforeGRUCell(nn.Module):
-  """The gated recurrent unit as the papers define it: Cho et al. (2014) Eq. 5-8, Bahdanau et al. (2015) App. A.1.1
-  (decoder) and App. A.2.1 (each encoder direction)::
-
-      z = σ(W_z x + U_z s + b_z)          update gate
-      r = σ(W_r x + U_r s + b_r)          reset gate
-      s̃ = tanh(W x + U (r ⊙ s) + b)      candidate: r resets s BEFORE the recurrent matrix U
-      s' = (1 - z) ⊙ s + z ⊙ s̃           Bahdanau's convention (Cho et al. write z ⊙ s + (1 - z) ⊙ s̃: z ↦ 1 - z,
-                                           the same family of functions with W_z, U_z, b_z negated)
-
-  Flax's :class:`flax.linen.GRUCell` computes the candidate as tanh(W x + b + r ⊙ (U s + b_U)) instead (the
-  "reset-after" variant of cuDNN); ``RNNSeq2Seq(cell="gru_reset_after")`` selects that one.
-
-  x is the cell input: in the RNNsearch decoder x = [E y_{i-1}; c_i], so ``W x`` is the paper's W E y_{i-1} + C c_i
-  with [W C] one matrix (likewise W_z/C_z and W_r/C_r). The paper omits biases from its equations; here the input
-  side carries one bias per gate (a bias on the U side would add nothing, since r multiplies s before U).
-
-  Parameters: ``w_z``, ``w_r``, ``w`` (Dense, kernel ``[D, H]`` and bias ``[H]``), ``u_z``, ``u_r``, ``u`` (kernel
-  ``[H, H]``, no bias). Carry and output: s ``[..., H]``.
-
-  Attributes:
-    features: H.
-    dtype / param_dtype: compute and parameter dtypes.
-    kernel_init / recurrent_kernel_init / bias_init: as in Flax's cells (the paper: orthogonal U's as well).
-  """
-  features: int
-  dtype: Any = None
-  param_dtype: Any = jnp.float32
-  kernel_init: Any = nn.initializers.lecun_normal()
-  recurrent_kernel_init: Any = nn.initializers.orthogonal()
-  bias_init: Any = nn.initializers.zeros_init()
-
-  @nn.compact
-  def __call__(self, carry, inputs):
-    """carry: s ``[..., H]``; inputs: x ``[..., D]``. Returns ``(s', s')``."""
-    s = carry
-
-    def w(name):
-      return nn.Dense(self.features, use_bias=True, dtype=self.dtype, param_dtype=self.param_dtype,
-                      kernel_init=self.kernel_init, bias_init=self.bias_init, name=name)
-
-    def u(name):
-      return nn.Dense(self.features, use_bias=False, dtype=self.dtype, param_dtype=self.param_dtype,
-                      kernel_init=self.recurrent_kernel_init, name=name)
-
-    z = nn.sigmoid(w("w_z")(inputs) + u("u_z")(s))
-    r = nn.sigmoid(w("w_r")(inputs) + u("u_r")(s))
-    candidate = jnp.tanh(w("w")(inputs) + u("u")(r * s))
-    new_s = (1.0 - z) * s + z * candidate
-    return new_s, new_s
-
-
-def _make_cell(cell: str, features: int, dtype, name: Optional[str] = None):
-  """The recurrent cell called ``cell`` (see ``CELLS``); an LSTM's carry is ``(c, h)``, a GRU's is ``h``."""
-  if cell == "lstm":
-    return nn.OptimizedLSTMCell(features, dtype=dtype, param_dtype=jnp.float32, name=name)
-  if cell == "gru":
-    return ResetBeforeGRUCell(features, dtype=dtype, param_dtype=jnp.float32, name=name)
-  if cell == "gru_reset_after":
-    return nn.GRUCell(features, dtype=dtype, param_dtype=jnp.float32, name=name)
-  raise ValueError(f"cell must be one of {CELLS}, got {cell!r}")
-
-
-def _zero_carry(cell: str, batch: int, features: int, dtype):
-  zeros = jnp.zeros((batch, features), dtype)
-  return (zeros, zeros) if cell == "lstm" else zeros
-
-
-def _is_concrete(x) -> bool:
-  """True when ``x`` has a value now: a plain array, or a tracer of eager autodiff (``jax.grad`` outside ``jit``)."""
-  if not isinstance(x, jax.core.Tracer):
-    return True
-  return _tracer_is_concrete is not None and _tracer_is_concrete(x)
-
-
-def _over_time(step, carry, xs, consts, **kwargs):
-  """``carry, y_t = step(carry, x_t, consts, **kwargs)`` for every t along axis 1 of ``xs``; the y_t stacked on axis 1.
-
-  When the computation is being staged (``jit``, ``vmap``, ``eval_shape``...) this is one ``nn.scan`` (parameters
-  broadcast, a fresh dropout key per step): the body is compiled once whatever the length. When the values are
-  concrete (eager calls, and eager ``jax.grad``) it is a Python loop over the same call: an eager scan is re-traced
-  and re-compiled on every call (Flax builds a new jaxpr each time, seconds under ``grad`` even for tiny models),
-  while eager ops hit JAX's per-op cache, which makes eager step-by-step decoding and tests fast. Both drivers run
-  the same step function, so they give the same numbers.
-  """
-  def body(module, c, x, k):
-    return module(c, x, k, **kwargs)
-
-  length = jax.tree_util.tree_leaves(xs)[0].shape[1]
-  concrete = all(_is_concrete(leaf) for leaf in jax.tree_util.tree_leaves((carry, xs, consts)))
-  if not concrete or length == 0:
-    scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False, "dropout": True},
-                   in_axes=(1, nn.broadcast), out_axes=1)
-    return scan(step, carry, xs, consts)
-  ys = []
-  for t in range(length):
-    carry, y = body(step, carry, jax.tree_util.tree_map(lambda x: x[:, t], xs), consts)
-    ys.append(y)
-  return carry, jax.tree_util.tree_map(lambda *y: jnp.stack(y, axis=1), *ys)
-
-
-class _MaskedCellStep(nn.Module):
-  """One encoder time step; the carry is frozen and the output zeroed where ``mask`` is False.
-
-  Freezing (rather than running the cell on PAD embeddings) makes the final carry the state at each row's last real
-  token, and keeps whatever padding follows from reaching any real position.
-  """
-  cell: str
-  features: int
-  dtype: Any = jnp.float32
-
-  @nn.compact
-  def __call__(self, carry, inputs, consts=None):
-    del consts  # the _over_time signature; an encoder step needs nothing beyond its input
-    x, mask = inputs  # [B, D], [B]
-    new_carry, y = _make_cell(self.cell, self.features, self.dtype, name="cell")(carry, x)
-    keep = mask[:, None]
-    carry = jax.tree_util.tree_map(lambda new, old: jnp.where(keep, new, old), new_carry, carry)
-    return carry, jnp.where(keep, y, jnp.zeros_like(y))
 
 
 class _DecoderStep(nn.Module):
@@ -221,7 +69,7 @@ class _DecoderStep(nn.Module):
   dtype: Any = jnp.float32
 
   def setup(self):
-    self.cells = [_make_cell(self.cell, self.hidden_dim, self.dtype, name=f"cell_{l}") for l in range(self.num_layers)]
+    self.cells = [make_cell(self.cell, self.hidden_dim, self.dtype, name=f"cell_{l}") for l in range(self.num_layers)]
     self.dropout = nn.Dropout(self.dropout_rate)
     if self.attention == "bahdanau":
       self.attend = AdditiveAttention(self.attention_dim, dtype=self.dtype, name="attention")
@@ -408,10 +256,10 @@ class RNNSeq2Seq(nn.Module):
     d = self._direction_dim
     self.src_embed = nn.Embed(self.src_vocab_size, self.embed_dim, dtype=self.dtype, name="src_embed")
     self.tgt_embed = nn.Embed(self.tgt_vocab_size, self.embed_dim, dtype=self.dtype, name="tgt_embed")
-    self.encoder_fwd = [_MaskedCellStep(self.cell, d, self.dtype, name=f"encoder_fwd_{l}")
+    self.encoder_fwd = [MaskedCellStep(self.cell, d, self.dtype, name=f"encoder_fwd_{l}")
                         for l in range(self.num_layers)]
     if self._bidirectional:
-      self.encoder_bwd = [_MaskedCellStep(self.cell, d, self.dtype, name=f"encoder_bwd_{l}")
+      self.encoder_bwd = [MaskedCellStep(self.cell, d, self.dtype, name=f"encoder_bwd_{l}")
                           for l in range(self.num_layers)]
     self.decoder_step = _DecoderStep(
         cell=self.cell, hidden_dim=self.hidden_dim, num_layers=self.num_layers, attention=self.attention,
@@ -441,11 +289,11 @@ class RNNSeq2Seq(nn.Module):
     finals = []
     for layer in range(self.num_layers):
       x = self.dropout(x, deterministic=deterministic)
-      carry, out = _over_time(self.encoder_fwd[layer], _zero_carry(self.cell, batch, d, self.dtype), (x, mask), None)
+      carry, out = over_time(self.encoder_fwd[layer], zero_carry(self.cell, batch, d, self.dtype), (x, mask), None)
       if self._bidirectional:
         # The backward pass reads each row from its LAST REAL token: reversing the real tokens in place keeps the
         # padding at the end, where the frozen carries ignore it.
-        carry_b, out_b = _over_time(self.encoder_bwd[layer], _zero_carry(self.cell, batch, d, self.dtype),
+        carry_b, out_b = over_time(self.encoder_bwd[layer], zero_carry(self.cell, batch, d, self.dtype),
                                     (reverse_real_tokens(x, mask), mask), None)
         out = jnp.concatenate([out, reverse_real_tokens(out_b, mask)], axis=-1)
         carry = jax.tree_util.tree_map(lambda f, b: jnp.concatenate([f, b], axis=-1), carry, carry_b)
@@ -499,7 +347,7 @@ class RNNSeq2Seq(nn.Module):
     emb = self.tgt_embed(tgt_in)
     # The same recurrence for every call: teacher forcing runs all T tokens from init_cache, a prefill its T tokens
     # from the cache, a single step one token; the step function is shared, hence the same numbers.
-    state, (features, weights) = _over_time(self.decoder_step, state, emb, step_memory, deterministic=deterministic)
+    state, (features, weights) = over_time(self.decoder_step, state, emb, step_memory, deterministic=deterministic)
     if self.tie_output_embedding:
       logits = self.tgt_embed.attend(features) + self.output_bias
     else:

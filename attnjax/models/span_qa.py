@@ -64,7 +64,7 @@ from attnjax.layers.embedding import POSITIONAL_ENCODINGS, PositionalEncoding, T
 from attnjax.models.interface import token_mask
 # The recurrent encoder's machinery over padded sequences: a masked cell step (carry frozen, output zeroed at
 # padding), the scan/loop driver, and the in-place reversal of real tokens for the backward direction.
-from attnjax.models.rnn_seq2seq import _MaskedCellStep, _over_time, _zero_carry, reverse_real_tokens
+from attnjax.layers.recurrent import MaskedCellStep, over_time, reverse_real_tokens, zero_carry
 from attnjax.models.transformer import EncoderLayer, LayerConfig
 
 __all__ = ["SpanQA", "best_span", "span_loss", "span_nll", "ENCODERS", "MASKED_LOGIT"]
@@ -91,16 +91,16 @@ class _BiLSTM(nn.Module):
 
   def setup(self):
     d = self.features // 2
-    self.forward_cells = [_MaskedCellStep("lstm", d, self.dtype, name=f"fwd_{l}") for l in range(self.num_layers)]
-    self.backward_cells = [_MaskedCellStep("lstm", d, self.dtype, name=f"bwd_{l}") for l in range(self.num_layers)]
+    self.forward_cells = [MaskedCellStep("lstm", d, self.dtype, name=f"fwd_{l}") for l in range(self.num_layers)]
+    self.backward_cells = [MaskedCellStep("lstm", d, self.dtype, name=f"bwd_{l}") for l in range(self.num_layers)]
     self.dropout = nn.Dropout(self.dropout_rate)
 
   def __call__(self, x, mask, *, deterministic=True):
     batch, d = x.shape[0], self.features // 2
     for fwd, bwd in zip(self.forward_cells, self.backward_cells):
       x = self.dropout(x, deterministic=deterministic).astype(self.dtype)
-      _, out_f = _over_time(fwd, _zero_carry("lstm", batch, d, self.dtype), (x, mask), None)
-      _, out_b = _over_time(bwd, _zero_carry("lstm", batch, d, self.dtype), (reverse_real_tokens(x, mask), mask), None)
+      _, out_f = over_time(fwd, zero_carry("lstm", batch, d, self.dtype), (x, mask), None)
+      _, out_b = over_time(bwd, zero_carry("lstm", batch, d, self.dtype), (reverse_real_tokens(x, mask), mask), None)
       x = jnp.concatenate([out_f, reverse_real_tokens(out_b, mask)], axis=-1)
     return x
 

@@ -101,7 +101,7 @@ def test_variants_conform(config):
 
 
 def test_jit_and_grad_use_the_same_recurrence_as_eager():
-  # Eager calls loop over time, traced calls scan (see _over_time); both must give the same numbers.
+  # Eager calls loop over time, traced calls scan (see attnjax.layers.recurrent.over_time); both must agree.
   model, variables, src, tgt_in = setup_for(dict(attention="bahdanau", num_layers=2, tie_output_embedding=True))
   _close(jax.jit(model.apply)(variables, src, tgt_in), model.apply(variables, src, tgt_in), atol=1e-6)
   memory = model.apply(variables, src, method=model.encode)
