@@ -114,3 +114,37 @@ def load_npz(p: PathLike) -> dict:
   import numpy as np  # pylint: disable=g-import-not-at-top
   with np.load(io.BytesIO(read_bytes(p))) as data:
     return {key: data[key] for key in data.files}
+
+
+def read_lines(path: PathLike) -> list[str]:
+  """The lines of a UTF-8 (optionally gzipped) text file without their ``\\n`` / ``\\r\\n`` ends.
+
+  Lines break at ``\\n`` only: ``str.splitlines`` would also break at ``\\x0b``, ``\\x1c``, U+2028 ..., which occur
+  inside real segments and would silently misalign two parallel files.
+
+  Raises:
+    ValueError: invalid UTF-8, naming the file, the line and the byte.
+  """
+  lines = []
+  with open_binary(path) as f:
+    try:
+      for number, raw in enumerate(f, start=1):
+        lines.append(_decode_line(raw, path, number))
+    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError; a truncated gzip stream raises EOFError
+      raise ValueError(f"{os.fspath(path)}: cannot be read as gzip after line {len(lines)}: {e}") from None
+  return lines
+
+
+def _decode_line(raw: bytes, path: PathLike, number: int) -> str:
+  try:
+    line = raw.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise ValueError(f"file {os.fspath(path)}, line {number}: invalid UTF-8 (byte 0x{raw[e.start]:02x} at byte "
+                     f"{e.start + 1} of the line: {e.reason})") from None
+  if line.endswith("\n"):
+    line = line[:-1]
+  if line.endswith("\r"):
+    line = line[:-1]
+  if number == 1 and line.startswith("\ufeff"):
+    line = line[1:]  # a byte-order mark is an editor artefact, not part of the first segment
+  return line

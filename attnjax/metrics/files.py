@@ -17,31 +17,10 @@ FILE_METRICS = ("bleu", "chrf", "ter", "meteor", "rouge", "squad")
 
 
 def read_segments(path: PathLike) -> list[str]:
-  """The lines of a UTF-8 text file, one segment per line, without their "\\n" / "\\r\\n" ends.
-
-  Raises:
-    ValueError: the file is not valid UTF-8; the message names the file, the line and the byte.
-  """
+  """The lines of a UTF-8 text file (gzipped or not), one segment per line, without their "\\n" / "\\r\\n" ends:
+  :func:`attnjax.fs.read_lines`, which breaks at "\\n" only and names the file, line and byte of invalid UTF-8."""
   from attnjax import fs  # pylint: disable=g-import-not-at-top  (etils: ~0.1 s that importing the metrics skips)
-  data = fs.read_bytes(path)
-  # Split on b"\n" only: str.splitlines() also breaks at \x0b, \x1c, U+2028 ..., which occur inside real segments and
-  # would silently shift every later hypothesis against its reference.
-  raw_lines = data.split(b"\n")
-  if raw_lines and raw_lines[-1] == b"":
-    raw_lines.pop()
-  lines = []
-  for number, raw in enumerate(raw_lines, start=1):
-    try:
-      line = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-      raise ValueError(f"{os.fspath(path)}, line {number}: invalid UTF-8 (byte 0x{raw[e.start]:02x} at byte "
-                       f"{e.start + 1} of the line: {e.reason})") from None
-    if line.endswith("\r"):
-      line = line[:-1]
-    if number == 1 and line.startswith("\ufeff"):
-      line = line[1:]  # a byte-order mark is an editor artefact, not part of the first segment
-    lines.append(line)
-  return lines
+  return fs.read_lines(path)
 
 
 def _read_json(path: PathLike, what: str) -> Any:
