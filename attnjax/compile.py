@@ -29,13 +29,26 @@ import sys
 
 from absl import app, flags
 
-_CONFIG = flags.DEFINE_string("config", None, "experiment file (optionally FILE:TARGET)")
-_TARGET = flags.DEFINE_string("target", None, "target to compile for (default: the experiment's own)")
-_ALL = flags.DEFINE_bool("all", False, "compile every experiment of the study (experiments/<task>/<model>.py)")
-_OUT = flags.DEFINE_string("out", None, "with --all: write the cost table (markdown) here")
-_DECODE = flags.DEFINE_bool("decode", True, "also compile the beam-search decode step")
-_RENDER = flags.DEFINE_string("render", None, "only re-render --out from the JSON a previous --all run wrote beside "
-                              "its table (no compilation), e.g. after a change to the table's columns")
+# Flags are defined only when this module runs as the CLI, so that importing it (tests, other tools) never
+# collides with another module's flags of the same name.
+_CONFIG = None
+_TARGET = None
+_ALL = None
+_OUT = None
+_DECODE = None
+_RENDER = None
+
+
+def define_flags() -> None:
+  global _CONFIG, _TARGET, _ALL, _OUT, _DECODE, _RENDER
+  _CONFIG = flags.DEFINE_string("config", None, "experiment file (optionally FILE:TARGET)")
+  _TARGET = flags.DEFINE_string("target", None, "target to compile for (default: the experiment's own)")
+  _ALL = flags.DEFINE_bool("all", False, "compile every experiment of the study (experiments/<task>/<model>.py)")
+  _OUT = flags.DEFINE_string("out", None, "with --all: write the cost table (markdown) here")
+  _DECODE = flags.DEFINE_bool("decode", True, "also compile the beam-search decode step")
+  _RENDER = flags.DEFINE_string("render", None, "only re-render --out from the JSON a previous --all run wrote beside "
+                                "its table (no compilation), e.g. after a change to the table's columns")
+
 
 STUDY_DIRS = ("wmt14_en_de", "wmt14_en_fr", "cnn_dailymail", "xsum", "squad_v1", "squad_v2")
 GiB = 1024**3
@@ -287,4 +300,5 @@ def _ensure_host_devices(n: int = 16) -> None:
 
 if __name__ == "__main__":
   _ensure_host_devices()
+  define_flags()
   app.run(main)

@@ -33,27 +33,50 @@ from absl import app, flags, logging
 from attnjax import fs, targets
 from launch import backends
 
-_EXPERIMENT = flags.DEFINE_string("experiment", None, "experiment file (experiments/<task>/<model>.py)")
-_SWEEP = flags.DEFINE_string("sweep", None, "a named sweep of the experiment (its SWEEPS); none: one run")
-_TARGET = flags.DEFINE_string("target", None, "target (attnjax/targets.py); default: the experiment's own")
-_WORKDIR_ROOT = flags.DEFINE_string("workdir_root", None, "where runs and manifests go (a gs:// bucket or a path)")
-_DRY_RUN = flags.DEFINE_bool("dry_run", False, "print every command, execute none")
-_SPLIT = flags.DEFINE_string("split", "test", "the split evaluated after training")
-_POINTS = flags.DEFINE_list("points", None, "only these points of the sweep")
-# TPU VM
-_ZONE = flags.DEFINE_string("zone", None, "TPU VM zone (e.g. us-central2-b)")
-_PROJECT = flags.DEFINE_string("project", None, "Google Cloud project (default: gcloud's)")
-_SPOT = flags.DEFINE_bool("spot", False, "spot capacity through a queued resource")
-_REPO_URL = flags.DEFINE_string("repo_url", None, "git URL the TPU workers clone the project from")
-_TPU_PREFIX = flags.DEFINE_string("tpu_prefix", "attnjax", "TPU VM names: <prefix>-<experiment>-<point>")
-# SLURM
-_SUBMIT = flags.DEFINE_bool("submit", True, "SLURM: submit the sbatch scripts (else only write them)")
-_PARTITION = flags.DEFINE_string("partition", None, "SLURM partition")
-_TIME_LIMIT = flags.DEFINE_string("time_limit", "24:00:00", "SLURM time limit per job")
-# local
-_PROCESSES = flags.DEFINE_integer("local_processes", 1, "local target: processes per point (gloo on 127.0.0.1)")
+# Flags are defined only when this module runs as the CLI, so that importing it (tests, other tools) never
+# collides with another module's flags of the same name.
+_EXPERIMENT = None
+_SWEEP = None
+_TARGET = None
+_WORKDIR_ROOT = None
+_DRY_RUN = None
+_SPLIT = None
+_POINTS = None
+_ZONE = None
+_PROJECT = None
+_SPOT = None
+_REPO_URL = None
+_TPU_PREFIX = None
+_SUBMIT = None
+_PARTITION = None
+_TIME_LIMIT = None
+_PROCESSES = None
 
-flags.mark_flags_as_required(["experiment", "workdir_root"])
+
+def define_flags() -> None:
+  global _EXPERIMENT, _SWEEP, _TARGET, _WORKDIR_ROOT, _DRY_RUN, _SPLIT, _POINTS, _ZONE, _PROJECT, _SPOT, _REPO_URL
+  global _TPU_PREFIX, _SUBMIT, _PARTITION, _TIME_LIMIT, _PROCESSES
+  _EXPERIMENT = flags.DEFINE_string("experiment", None, "experiment file (experiments/<task>/<model>.py)")
+  _SWEEP = flags.DEFINE_string("sweep", None, "a named sweep of the experiment (its SWEEPS); none: one run")
+  _TARGET = flags.DEFINE_string("target", None, "target (attnjax/targets.py); default: the experiment's own")
+  _WORKDIR_ROOT = flags.DEFINE_string("workdir_root", None, "where runs and manifests go (a gs:// bucket or a path)")
+  _DRY_RUN = flags.DEFINE_bool("dry_run", False, "print every command, execute none")
+  _SPLIT = flags.DEFINE_string("split", "test", "the split evaluated after training")
+  _POINTS = flags.DEFINE_list("points", None, "only these points of the sweep")
+  # TPU VM
+  _ZONE = flags.DEFINE_string("zone", None, "TPU VM zone (e.g. us-central2-b)")
+  _PROJECT = flags.DEFINE_string("project", None, "Google Cloud project (default: gcloud's)")
+  _SPOT = flags.DEFINE_bool("spot", False, "spot capacity through a queued resource")
+  _REPO_URL = flags.DEFINE_string("repo_url", None, "git URL the TPU workers clone the project from")
+  _TPU_PREFIX = flags.DEFINE_string("tpu_prefix", "attnjax", "TPU VM names: <prefix>-<experiment>-<point>")
+  # SLURM
+  _SUBMIT = flags.DEFINE_bool("submit", True, "SLURM: submit the sbatch scripts (else only write them)")
+  _PARTITION = flags.DEFINE_string("partition", None, "SLURM partition")
+  _TIME_LIMIT = flags.DEFINE_string("time_limit", "24:00:00", "SLURM time limit per job")
+  # local
+  _PROCESSES = flags.DEFINE_integer("local_processes", 1, "local target: processes per point (gloo on 127.0.0.1)")
+
+  flags.mark_flags_as_required(["experiment", "workdir_root"])
 
 
 def _module(path: str):
@@ -252,4 +275,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main, flags_parser=_parse)
