@@ -23,8 +23,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from attnjax.kernels import _common
-from attnjax.kernels._common import check_rank, check_single_head_qkv, weighted_sum
+from attnjax.kernels import common
+from attnjax.kernels.common import check_rank, check_single_head_qkv, weighted_sum
 
 __all__ = ["additive_scores", "additive_attention", "masked_softmax"]
 
@@ -63,10 +63,10 @@ def masked_softmax(scores, mask=None) -> jax.Array:
       Rows with every key masked are exactly zero.
     """
   if mask is None:
-    return _common.masked_softmax(scores)
+    return common.masked_softmax(scores)
   # Normalised in float32 at least (never downcast: float64 callers, e.g. grad checks), with the kernels' one mask
-  # convention: see attnjax.kernels._common.masked_softmax.
-  return _common.masked_softmax(scores, _broadcast_mask(mask, scores.shape))
+  # convention: see attnjax.kernels.common.masked_softmax.
+  return common.masked_softmax(scores, _broadcast_mask(mask, scores.shape))
 
 
 def additive_scores(query_proj, keys_proj, v) -> jax.Array:

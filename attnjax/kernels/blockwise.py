@@ -12,7 +12,7 @@ recomputes P = exp(S_ij - L) and accumulates, with D = rowsum(dO ∘ O),
 
 Dropout multiplies P by the keep mask Z/(1-rate) after the normaliser (which sums the undropped P); the identity
 D = rowsum(dO ∘ O) = rowsum(P ∘ dP) still holds with dP = Z ∘ (dO Vᵀ)/(1-rate). Z is regenerated per block from a
-counter-based hash (:func:`attnjax.kernels._common.dropout_keep`), never stored.
+counter-based hash (:func:`attnjax.kernels.common.dropout_keep`), never stored.
 
 Memory: the ``[B, N, block_q, block_kv]`` scores of one block pair, plus O(T·H) accumulators and the ``[B, N, T]``
 log-sum-exp. A ``mask``/``bias`` whose T or S axis has size 1 (a key-padding mask) is sliced, never broadcast, so it
@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnjax.kernels._common import MASK_VALUE, accumulation_dtype, dropout_keep
+from attnjax.kernels.common import MASK_VALUE, accumulation_dtype, dropout_keep
 
 
 def _pad_axis(x, axis: int, size: int, value):

@@ -21,7 +21,7 @@ import math
 import jax.numpy as jnp
 
 from attnjax.kernels import blockwise
-from attnjax.kernels._common import (accumulation_dtype, as_logits_shape, check_qkv, dropout_seeds, full_dropout_keep,
+from attnjax.kernels.common import (accumulation_dtype, as_logits_shape, check_qkv, dropout_seeds, full_dropout_keep,
                                      masked_softmax)
 
 IMPLEMENTATIONS = ("xla", "blockwise")

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from attnjax.kernels._common import accumulation_dtype, check_qkv, check_static_int, check_valid_mask
+from attnjax.kernels.common import accumulation_dtype, check_qkv, check_static_int, check_valid_mask
 
 __all__ = ["linear_attention"]
 

@@ -12,7 +12,7 @@ Boolean masks use ``True`` = attend.
 
 The softmax runs in float32 whatever the input dtype (float64 inputs keep float64), and a query row that has no valid
 key yields exactly zero (never NaN) both in the output and in the gradients: the kernels' one masked softmax,
-:func:`attnjax.kernels._common.masked_softmax`.
+:func:`attnjax.kernels.common.masked_softmax`.
 
 ``window``, ``block_size`` and ``is_causal`` determine array shapes or control flow, so they must be static Python
 values under ``jax.jit`` (pass them through ``static_argnames`` or close over them with ``functools.partial``).
@@ -26,7 +26,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from attnjax.kernels._common import (accumulation_dtype, check_qkv, check_static_int, check_valid_mask,
+from attnjax.kernels.common import (accumulation_dtype, check_qkv, check_static_int, check_valid_mask,
                                      masked_softmax)
 
 __all__ = ["local_attention"]

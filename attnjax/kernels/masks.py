@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from attnjax.kernels._common import check_rank
+from attnjax.kernels.common import check_rank
 
 
 def padding_mask(q_valid, kv_valid):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from attnjax.kernels._common import check_rank, check_single_head_qkv, weighted_sum
+from attnjax.kernels.common import check_rank, check_single_head_qkv, weighted_sum
 from attnjax.kernels.additive import additive_scores, masked_softmax
 
 __all__ = ["luong_scores", "multiplicative_attention"]

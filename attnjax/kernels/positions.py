@@ -18,7 +18,7 @@ import math
 
 import jax.numpy as jnp
 
-from attnjax.kernels._common import as_logits_shape, check_qkv
+from attnjax.kernels.common import as_logits_shape, check_qkv
 from attnjax.kernels.dot_product import xla_attention
 
 
