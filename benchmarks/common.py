@@ -57,7 +57,7 @@ def run_side(module: str, side: str, argv: list[str], threads: int) -> dict:
   import subprocess  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
   env = dict(os.environ, JAX_PLATFORMS="cpu", OMP_NUM_THREADS=str(threads),
-             XLA_FLAGS=os.environ.get("XLA_FLAGS", "") + f" --xla_cpu_multi_thread_eigen=true")
+             XLA_FLAGS=os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=true")
   proc = subprocess.run([sys.executable, "-m", module, f"--side={side}", f"--threads={threads}", *argv], env=env,
                         capture_output=True, text=True)
   if proc.returncode:
