@@ -63,7 +63,7 @@ from attnjax import kernels
 from attnjax.layers.embedding import POSITIONAL_ENCODINGS, PositionalEncoding, TokenEmbedding
 from attnjax.models.interface import token_mask
 # The recurrent encoder's machinery over padded sequences: a masked cell step (carry frozen, output zeroed at
-# padding), the scan/loop driver, and the in-place reversal of real tokens for the backward direction.
+# padding), the scan over time, and the in-place reversal of real tokens for the backward direction.
 from attnjax.layers.recurrent import MaskedCellStep, over_time, reverse_real_tokens, zero_carry
 from attnjax.models.transformer import EncoderLayer, LayerConfig
 
