@@ -9,13 +9,13 @@ from attnjax.kernels.dot_product import scaled_dot_product_attention
 from attnjax.kernels.linear import linear_attention
 from attnjax.kernels.local import local_attention
 from attnjax.kernels.masks import causal_mask, combine_masks, padding_mask, segment_mask
-from attnjax.kernels.multihead import combine_heads, multi_head_attention, project_heads
+from attnjax.kernels.multihead import attend_heads, combine_heads, multi_head_attention, project_heads
 from attnjax.kernels.multiplicative import luong_scores, multiplicative_attention
 from attnjax.kernels.positions import (relative_attention, relative_position_ids, shaw_relative_embeddings,
                                        sinusoidal_positions, t5_relative_bias, t5_relative_position_bucket)
 
 __all__ = [
-    "additive_attention", "additive_scores", "causal_mask", "combine_heads", "combine_masks", "linear_attention",
+    "additive_attention", "additive_scores", "attend_heads", "causal_mask", "combine_heads", "combine_masks", "linear_attention",
     "local_attention", "luong_scores", "multi_head_attention", "multiplicative_attention", "padding_mask",
     "project_heads", "relative_attention", "relative_position_ids", "scaled_dot_product_attention", "segment_mask",
     "shaw_relative_embeddings", "sinusoidal_positions", "t5_relative_bias", "t5_relative_position_bucket",

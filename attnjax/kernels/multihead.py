@@ -52,6 +52,25 @@ def check_params(params, num_heads: int, d_q: int, d_kv: int) -> None:
     raise ValueError(f"params['out']['kernel'] must be [N={num_heads}, H, D], got {params['out']['kernel'].shape}")
 
 
+def attend_heads(q, k, v, *, mask=None, bias=None, is_causal=False, dropout_rate=0.0, dropout_rng=None,
+                 implementation="xla", return_weights=False, rel_key=None, rel_value=None):
+  """The heads' attention between the projections: ``q [B, T, N, H]``, ``k, v [B, S, N, H]`` → ``[B, T, N, H]``.
+
+  Scaled dot-product attention by ``implementation``, or, given Shaw et al.'s ``rel_key``/``rel_value``,
+  :func:`attnjax.kernels.relative_attention` (which needs the logits, so ``implementation="xla"``). Shared by
+  :func:`multi_head_attention` and the layer :class:`attnjax.layers.attention.MultiHeadAttention`, which adds a cache.
+  """
+  common = dict(mask=mask, bias=bias, is_causal=is_causal, dropout_rate=dropout_rate, dropout_rng=dropout_rng,
+                return_weights=return_weights)
+  if rel_key is None and rel_value is None:
+    return scaled_dot_product_attention(q, k, v, implementation=implementation, **common)
+  if implementation != "xla":
+    raise ValueError(f"relative positions (rel_key/rel_value) need implementation='xla', got {implementation!r}")
+  if rel_key is None:
+    raise ValueError("rel_value given without rel_key")
+  return relative_attention(q, k, v, rel_key=rel_key, rel_value=rel_value, **common)
+
+
 def multi_head_attention(inputs_q, inputs_kv, params, *, num_heads, mask=None, bias=None, is_causal=False,
                          dropout_rate=0.0, dropout_rng=None, implementation="xla", return_weights=False,
                          rel_key=None, rel_value=None):
@@ -76,16 +95,9 @@ def multi_head_attention(inputs_q, inputs_kv, params, *, num_heads, mask=None, b
     raise ValueError(f"inputs_q and inputs_kv must be [B, L, D], got {inputs_q.shape} and {inputs_kv.shape}")
   check_params(params, num_heads, inputs_q.shape[-1], inputs_kv.shape[-1])
   q, k, v = (project_heads(x, params[name]) for name, x in zip(_PROJECTIONS, (inputs_q, inputs_kv, inputs_kv)))
-  common = dict(mask=mask, bias=bias, is_causal=is_causal, dropout_rate=dropout_rate, dropout_rng=dropout_rng,
-                return_weights=return_weights)
-  if rel_key is not None or rel_value is not None:
-    if implementation != "xla":
-      raise ValueError(f"relative positions (rel_key/rel_value) need implementation='xla', got {implementation!r}")
-    if rel_key is None:
-      raise ValueError("rel_value given without rel_key")
-    result = relative_attention(q, k, v, rel_key=rel_key, rel_value=rel_value, **common)
-  else:
-    result = scaled_dot_product_attention(q, k, v, implementation=implementation, **common)
+  result = attend_heads(q, k, v, mask=mask, bias=bias, is_causal=is_causal, dropout_rate=dropout_rate,
+                        dropout_rng=dropout_rng, implementation=implementation, return_weights=return_weights,
+                        rel_key=rel_key, rel_value=rel_value)
   out, weights = result if return_weights else (result, None)
   out = combine_heads(out, params["out"])
   return (out, weights) if return_weights else out

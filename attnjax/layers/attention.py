@@ -30,6 +30,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from attnjax import kernels
 
@@ -39,6 +40,39 @@ ATTENTION_TYPES = ("full", "local", "linear")
 
 def _partitioned(init, names):
   return nn.with_logical_partitioning(init, names)
+
+
+def _flat_init(init, n_in: int):
+  """``init`` applied to the 2-D matrix ``[prod(shape[:n_in]), prod(shape[n_in:])]`` and reshaped, as
+  ``nn.DenseGeneral`` does: fan-in and fan-out are those of the flattened projection, and the values equal a
+  DenseGeneral's drawn from the same key."""
+  def wrapped(key, shape, dtype=jnp.float32):
+    flat = (int(np.prod(shape[:n_in])), int(np.prod(shape[n_in:])))
+    return jnp.reshape(init(key, flat, dtype), shape)
+  return wrapped
+
+
+class HeadProjection(nn.Module):
+  """The parameters of one projection of multi-head attention, ``kernel`` (shape ``in_shape + out_shape``) and
+  ``bias`` (``out_shape``), with logical axis names; ``projection(in_shape)`` returns them as the dict the kernels
+  take (:func:`attnjax.kernels.project_heads` / :func:`attnjax.kernels.combine_heads`). The arithmetic lives in the
+  kernels, so the layer and :func:`attnjax.kernels.multi_head_attention` are one implementation."""
+  out_shape: tuple
+  kernel_names: tuple
+  bias_names: tuple
+  use_bias: bool = True
+  param_dtype: Any = jnp.float32
+  kernel_init: Any = nn.initializers.xavier_uniform()
+
+  @nn.compact
+  def __call__(self, in_shape: tuple):
+    kernel = self.param("kernel", _partitioned(_flat_init(self.kernel_init, len(in_shape)), self.kernel_names),
+                        tuple(in_shape) + tuple(self.out_shape), self.param_dtype)
+    bias = None
+    if self.use_bias:
+      bias = self.param("bias", _partitioned(_flat_init(nn.initializers.zeros_init(), 0), self.bias_names),
+                        self.out_shape, self.param_dtype)
+    return {"kernel": kernel, "bias": bias}
 
 
 class MultiHeadAttention(nn.Module):
@@ -91,15 +125,16 @@ class MultiHeadAttention(nn.Module):
       raise ValueError(f"qkv_features must be set and divisible by num_heads={self.num_heads}, "
                        f"got {self.qkv_features}")
     head_dim = self.qkv_features // self.num_heads
+    heads = (self.num_heads, head_dim)
 
-    def dense(features, axis, kernel_names, bias_names):
-      return nn.DenseGeneral(features=features, axis=axis, use_bias=self.use_bias, dtype=self.dtype,
-                             param_dtype=self.param_dtype, kernel_init=_partitioned(self.kernel_init, kernel_names),
-                             bias_init=_partitioned(nn.initializers.zeros_init(), bias_names))
+    def projection(out_shape, kernel_names, bias_names):
+      return HeadProjection(out_shape, kernel_names, bias_names, use_bias=self.use_bias,
+                            param_dtype=self.param_dtype, kernel_init=self.kernel_init)
 
-    self.query, self.key, self.value = (dense((self.num_heads, head_dim), -1, ("embed", "heads", "kv"),
-                                              ("heads", "kv")) for _ in range(3))
-    self.out = dense(self.out_features or self.qkv_features, (-2, -1), ("heads", "kv", "embed"), ("embed",))
+    self.query, self.key, self.value = (projection(heads, ("embed", "heads", "kv"), ("heads", "kv"))
+                                        for _ in range(3))
+    self.out = projection((self.out_features or self.qkv_features,), ("heads", "kv", "embed"), ("embed",))
+    self.heads = heads
     if self.relative == "shaw":
       init = _partitioned(nn.initializers.normal(head_dim**-0.5), (None, "kv"))
       shape = (2 * self.max_relative_distance + 1, head_dim)
@@ -108,6 +143,14 @@ class MultiHeadAttention(nn.Module):
     if self.relative == "t5":
       init = _partitioned(nn.initializers.normal(1.0), (None, "heads"))
       self.rel_bias = self.param("rel_bias", init, (self.t5_num_buckets, self.num_heads), self.param_dtype)
+
+  def _project(self, projection, x):
+    """``x [B, L, D]`` → ``[B, L, N, H]`` by :func:`attnjax.kernels.project_heads`, computed in ``dtype``."""
+    return kernels.project_heads(x.astype(self.dtype), projection(x.shape[-1:]))
+
+  def _combine(self, x):
+    """``x [B, T, N, H]`` → ``[B, T, out_features]`` by :func:`attnjax.kernels.combine_heads`."""
+    return kernels.combine_heads(x.astype(self.dtype), self.out(self.heads))
 
   def __call__(self, inputs_q, inputs_kv=None, *, mask=None, is_causal=False, kv_cache=None, cache_index=None,
                positions=None, deterministic=True, return_weights=False):
@@ -129,7 +172,7 @@ class MultiHeadAttention(nn.Module):
     Returns:
       ``(out [B, T, out_features], new_kv_cache or None, weights or None)``.
     """
-    query = self.query(inputs_q)
+    query = self._project(self.query, inputs_q)
     t = inputs_q.shape[1]
     new_cache = None
     if kv_cache is not None and cache_index is None:  # cross-attention over a projected memory
@@ -137,7 +180,7 @@ class MultiHeadAttention(nn.Module):
       q_positions = kv_positions = None
     else:
       inputs_kv = inputs_q if inputs_kv is None else inputs_kv
-      key, value = self.key(inputs_kv), self.value(inputs_kv)
+      key, value = self._project(self.key, inputs_kv), self._project(self.value, inputs_kv)
       q_positions, kv_positions = jnp.arange(t), jnp.arange(key.shape[1])
       if positions is not None:
         q_positions = kv_positions = positions
@@ -160,24 +203,24 @@ class MultiHeadAttention(nn.Module):
                   dropout_rng=dropout_rng, return_weights=return_weights)
     if self.attention_type != "full":
       out = self._local_or_linear(query, key, value, mask, is_causal, q_positions, kv_positions, kv_cache is not None)
-      return self.out(out), new_cache, None
+      return self._combine(out), new_cache, None
     if self.relative == "t5":
       if q_positions is None:
         raise ValueError("relative='t5' is for self-attention; a cross-attention cache has no relative positions")
       common["bias"] = kernels.t5_relative_bias(self.rel_bias.astype(jnp.float32), q_positions, kv_positions,
                                                 bidirectional=self.bidirectional, max_distance=self.t5_max_distance)
-      result = kernels.scaled_dot_product_attention(query, key, value, implementation="xla", **common)
+      result = kernels.attend_heads(query, key, value, **common)
     elif self.relative == "shaw":
       if q_positions is None:
         raise ValueError("relative='shaw' is for self-attention; a cross-attention cache has no relative positions")
       rel_key, rel_value = (kernels.shaw_relative_embeddings(table.astype(self.dtype), q_positions, kv_positions,
                                                              self.max_relative_distance)
                             for table in (self.rel_key, self.rel_value))
-      result = kernels.relative_attention(query, key, value, rel_key=rel_key, rel_value=rel_value, **common)
+      result = kernels.attend_heads(query, key, value, rel_key=rel_key, rel_value=rel_value, **common)
     else:
-      result = kernels.scaled_dot_product_attention(query, key, value, implementation=self.implementation, **common)
+      result = kernels.attend_heads(query, key, value, implementation=self.implementation, **common)
     out, weights = result if return_weights else (result, None)
-    return self.out(out), new_cache, weights
+    return self._combine(out), new_cache, weights
 
   def _local_or_linear(self, query, key, value, mask, is_causal, q_positions, kv_positions, cached):
     """Local or linear self-attention ``[B, T, N, H]``. Without a cache through the kernels (linear in T); with one,
@@ -207,4 +250,4 @@ class MultiHeadAttention(nn.Module):
 
   def project_kv(self, inputs_kv):
     """The cross-attention cache of a memory ``[B, S, D]``: ``{"key", "value"}: [B, S, N, H]``, computed once."""
-    return {"key": self.key(inputs_kv), "value": self.value(inputs_kv)}
+    return {"key": self._project(self.key, inputs_kv), "value": self._project(self.value, inputs_kv)}
