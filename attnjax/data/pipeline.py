@@ -30,14 +30,9 @@ Order. Epoch ``e`` uses ``numpy.random.default_rng([seed, e])``: with ``shuffle=
 permuted, cut into batches, and then the batches of all buckets are permuted together. With ``shuffle=False``: buckets
 in increasing length, examples in their input order.
 
-Packing (``pack=True``, for the Transformer). Rows have ``L = round_up(pack_length, pad_to_multiple)`` positions
-(default ``pack_length = max(max_src_len, max_tgt_len)``) on both the source and the target side. Examples are taken
-in the epoch's order (shuffled or not) and placed greedily, first-fit: into the oldest open row where both the source
-and the target still fit, else into a new row. At most ``rows_per_batch`` rows are open at once: opening one more
-closes the oldest, and a row that no example could fit any more closes at once; that bounds packing to O(N·B) time.
-Closed rows are cut, in closing order, into batches of ``rows_per_batch`` rows (``batch_size``, or
-``max_tokens // L`` rounded down to a multiple of ``batch_multiple``). An example is never split across rows; its
-segment k of the source row pairs with segment k of the target row.
+Packing (``pack=True``, for the Transformer): several examples per row of ``L = round_up(pack_length,
+pad_to_multiple)`` positions (default ``pack_length = max(max_src_len, max_tgt_len)``), placed first-fit in the epoch's
+order; see :mod:`attnjax.data.packing`.
 
 Multi-host. Global batches do not depend on ``num_shards``: with ``num_shards = n`` the process ``shard_index = i``
 yields the contiguous block of rows ``[i·B/n, (i+1)·B/n)`` of every global batch, so concatenating the shards in
@@ -64,6 +59,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 from absl import logging
 
+from attnjax.data import packing
 from attnjax.data.token_cache import TokenizedSplit
 from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID
 
@@ -299,27 +295,10 @@ class Seq2SeqBatcher:
 
   def _packed_plan(self, rng: np.random.Generator | None) -> list:
     spec = self.bucket_specs[0]
-    capacity, window = spec.src_length, spec.batch_size
+    window = spec.batch_size
     order = rng.permutation(self._kept) if rng is not None else self._kept
-    src_len, tgt_len = self._src_len.tolist(), self._tgt_len.tolist()
-    min_src, min_tgt = int(self._src_len[self._kept].min()), int(self._tgt_len[self._kept].min())
-    open_rows: list[list] = []  # [members, src room, tgt room], oldest first
-    closed: list[list[int]] = []
-    for i in order.tolist():
-      ls, lt = src_len[i], tgt_len[i]
-      for j, row in enumerate(open_rows):
-        if row[1] >= ls and row[2] >= lt:
-          row[0].append(i)
-          row[1] -= ls
-          row[2] -= lt
-          if row[1] < min_src or row[2] < min_tgt:  # nothing fits any more: stop scanning it
-            closed.append(open_rows.pop(j)[0])
-          break
-      else:
-        if len(open_rows) == window:
-          closed.append(open_rows.pop(0)[0])
-        open_rows.append([[i], capacity - ls, capacity - lt])
-    closed.extend(row[0] for row in open_rows)
+    closed = packing.first_fit_rows(order, self._src_len, self._tgt_len, capacity=spec.src_length,
+                                    max_open_rows=window)
     batches = []
     for start in range(0, len(closed), window):
       rows = closed[start:start + window]
@@ -344,45 +323,26 @@ class Seq2SeqBatcher:
     spec = self.bucket_specs[bucket]
     rows = self._local(rows)
     n, s_len, t_len = len(rows), spec.src_length, spec.tgt_length
+    if self.pack:
+      return packing.packed_batch([[self._example(i) for i in members] for members in rows], s_len, t_len)
     src = np.full((n, s_len), PAD_ID, np.int32)
     tgt_in = np.full((n, t_len), PAD_ID, np.int32)
     tgt_out = np.full((n, t_len), PAD_ID, np.int32)
-    if not self.pack:
-      src_lengths, tgt_lengths = np.zeros(n, np.int64), np.zeros(n, np.int64)
-      for r, i in enumerate(rows.tolist()):
-        if i < 0:
-          continue  # filler row: all padding
-        s, t = self._example(i)
-        src[r, :len(s)] = s
-        tgt_in[r, 0] = BOS_ID
-        tgt_in[r, 1:len(t) + 1] = t
-        tgt_out[r, :len(t)] = t
-        tgt_out[r, len(t)] = EOS_ID
-        src_lengths[r], tgt_lengths[r] = len(s), len(t) + 1
-      return {"src": src, "tgt_in": tgt_in, "tgt_out": tgt_out,
-              "src_mask": np.arange(s_len)[None, :] < src_lengths[:, None],
-              "tgt_mask": np.arange(t_len)[None, :] < tgt_lengths[:, None],
-              "example_index": rows.astype(np.int32)}
-    src_seg, tgt_seg = np.zeros((n, s_len), np.int32), np.zeros((n, t_len), np.int32)
-    src_pos, tgt_pos = np.zeros((n, s_len), np.int32), np.zeros((n, t_len), np.int32)
-    for r, members in enumerate(rows):
-      ps = pt = 0
-      for k, i in enumerate(members, start=1):
-        s, t = self._example(i)
-        ls, lt = len(s), len(t) + 1
-        src[r, ps:ps + ls] = s
-        src_seg[r, ps:ps + ls] = k
-        src_pos[r, ps:ps + ls] = np.arange(ls)
-        tgt_in[r, pt] = BOS_ID
-        tgt_in[r, pt + 1:pt + lt] = t
-        tgt_out[r, pt:pt + lt - 1] = t
-        tgt_out[r, pt + lt - 1] = EOS_ID
-        tgt_seg[r, pt:pt + lt] = k
-        tgt_pos[r, pt:pt + lt] = np.arange(lt)
-        ps, pt = ps + ls, pt + lt
-    return {"src": src, "tgt_in": tgt_in, "tgt_out": tgt_out, "src_mask": src_seg > 0, "tgt_mask": tgt_seg > 0,
-            "src_segment_ids": src_seg, "tgt_segment_ids": tgt_seg, "src_positions": src_pos,
-            "tgt_positions": tgt_pos}
+    src_lengths, tgt_lengths = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for r, i in enumerate(rows.tolist()):
+      if i < 0:
+        continue  # filler row: all padding
+      s, t = self._example(i)
+      src[r, :len(s)] = s
+      tgt_in[r, 0] = BOS_ID
+      tgt_in[r, 1:len(t) + 1] = t
+      tgt_out[r, :len(t)] = t
+      tgt_out[r, len(t)] = EOS_ID
+      src_lengths[r], tgt_lengths[r] = len(s), len(t) + 1
+    return {"src": src, "tgt_in": tgt_in, "tgt_out": tgt_out,
+            "src_mask": np.arange(s_len)[None, :] < src_lengths[:, None],
+            "tgt_mask": np.arange(t_len)[None, :] < tgt_lengths[:, None],
+            "example_index": rows.astype(np.int32)}
 
   # --------------------------------------------------------------------------------------------- public API
 
