@@ -57,7 +57,7 @@ def base_config() -> ml_collections.ConfigDict:
       name="transformer", num_encoder_layers=3, num_decoder_layers=3, d_model=128, num_heads=4, d_ff=512,
       dropout_rate=0.1, attention_dropout_rate=0.0, relu_dropout_rate=0.0, pre_norm=False, positional="sinusoidal",
       max_length=256, shared_vocab=True, share_source_embeddings=True, tie_decoder_embeddings=True,
-      implementation="xla", dtype="float32"))
+      implementation="auto", dtype="float32"))
 
   c.train = ml_collections.ConfigDict(dict(
       steps=3000,

@@ -2,11 +2,16 @@
 
     Attention(Q, K, V) = softmax(Q Kᵀ · scale + bias, masked) V,    scale = 1/sqrt(H) by default.
 
-Two implementations of the same function:
+Implementations of the same function:
 
 * ``"xla"``: the textbook form; materialises the ``[B, N, T, S]`` logits. Fastest at short lengths.
 * ``"blockwise"``: exact attention block by block with an online softmax, forward and backward (FlashAttention-2,
   Dao 2023) in O(T·H + block²) memory; see :mod:`attnjax.kernels.blockwise`.
+* ``"pallas_tpu"`` (TPU: Pallas splash attention) and ``"cudnn"`` (GPU): the accelerators' fused kernels, for
+  causal masks and segment ids (padding, packing); see :mod:`attnjax.kernels.fused`.
+* ``"auto"``: the fused kernel of the platform where it covers the call, else the faster of ``"xla"`` and
+  ``"blockwise"`` for the shapes (:func:`attnjax.kernels.fused.choose_implementation`); the choice and its reason
+  are logged once per shape.
 
 Both share the conventions here: softmax in float32 whatever the input dtype; boolean masks, True = attend; a query
 row whose keys are all masked yields zeros (never NaN) in output, weights and gradients; dropout on the attention
@@ -20,11 +25,11 @@ import math
 
 import jax.numpy as jnp
 
-from attnjax.kernels import blockwise
+from attnjax.kernels import blockwise, fused
 from attnjax.kernels.common import (accumulation_dtype, as_logits_shape, check_qkv, dropout_seeds, full_dropout_keep,
                                      masked_softmax)
 
-IMPLEMENTATIONS = ("xla", "blockwise")
+IMPLEMENTATIONS = ("auto", "xla", "blockwise", "pallas_tpu", "cudnn")
 
 
 # ------------------------------------------------------------------------------------------------------ xla path
@@ -67,7 +72,7 @@ def xla_attention(query, key, value, *, mask, bias, is_causal, scale, dropout_ra
 
 def scaled_dot_product_attention(query, key, value, *, mask=None, bias=None, is_causal=False, scale=None,
                                  dropout_rate=0.0, dropout_rng=None, return_weights=False, implementation="xla",
-                                 block_q=512, block_kv=512):
+                                 block_q=512, block_kv=512, q_segment_ids=None, kv_segment_ids=None, spec=None):
   """Scaled dot-product attention, Vaswani et al. 2017 eq. (1): softmax(Q Kᵀ·scale + bias) V over the masked keys.
 
   Args:
@@ -81,8 +86,15 @@ def scaled_dot_product_attention(query, key, value, *, mask=None, bias=None, is_
     dropout_rate: attention dropout on the weights (inverted: kept weights are scaled by 1/(1-rate)).
     dropout_rng: PRNG key, required when ``dropout_rate > 0``.
     return_weights: also return the attention weights ``[B, N, T, S]`` (float32, before dropout).
-    implementation: ``"xla"`` or ``"blockwise"`` (O(T·H + block²) memory, exact; no ``return_weights``).
+    implementation: ``"auto"``, ``"xla"``, ``"blockwise"`` (O(T·H + block²) memory, exact; no
+      ``return_weights``), ``"pallas_tpu"`` or ``"cudnn"`` (on their platform only; segment ids and causality, no
+      mask, bias or dropout); see the module docstring.
     block_q, block_kv: block sizes of ``"blockwise"`` (clipped to T and S).
+    q_segment_ids, kv_segment_ids: ``[B, T]`` / ``[B, S]`` int: query t attends key s iff ``kv[s] != 0`` and
+      ``q[t] == kv[s]`` (key padding: q all ones, kv the key mask; packing: the segment ids on both sides); anded
+      with ``mask``. The form the fused kernels take.
+    spec: ``PartitionSpec`` of ``[B, T, N, H]`` over the mesh of ``jax.set_mesh``, for ``"pallas_tpu"``'s
+      ``shard_map``.
 
   Returns:
     ``out [B, T, N, Hv]`` in the query dtype, or ``(out, weights)``. Softmax is computed in float32; a query row
@@ -99,6 +111,34 @@ def scaled_dot_product_attention(query, key, value, *, mask=None, bias=None, is_
     raise ValueError(f"dropout_rate must be in [0, 1), got {dropout_rate}")
   if dropout_rate > 0.0 and dropout_rng is None:
     raise ValueError("dropout_rng is required when dropout_rate > 0")
+  if (q_segment_ids is None) != (kv_segment_ids is None):
+    raise ValueError("q_segment_ids and kv_segment_ids go together (key padding alone: q_segment_ids all ones)")
+  if q_segment_ids is not None and (q_segment_ids.shape != (b, t) or kv_segment_ids.shape != (b, s)):
+    raise ValueError(f"q_segment_ids / kv_segment_ids must be [B={b}, T={t}] / [B={b}, S={s}], got "
+                     f"{q_segment_ids.shape} / {kv_segment_ids.shape}")
+  if implementation == "auto":
+    implementation, reason = fused.choose_implementation(
+        backend=fused.platform(), query_length=t, key_length=s, head_dim=h, dtype=query.dtype,
+        has_mask=mask is not None, has_bias=bias is not None, dropout=dropout_rate > 0.0,
+        return_weights=return_weights, has_segment_ids=q_segment_ids is not None)
+    fused.log_choice(implementation, reason, (tuple(query.shape), tuple(key.shape)))
+  if implementation in fused.PLATFORMS:
+    fused.check_platform(implementation)
+    unsupported = [name for name, value in (("mask", mask), ("bias", bias)) if value is not None]
+    if dropout_rate > 0.0 or return_weights:
+      unsupported.append("dropout_rate" if dropout_rate > 0.0 else "return_weights")
+    if unsupported:
+      raise ValueError(f"implementation={implementation!r} takes causality and q/kv_segment_ids only, not "
+                       f"{', '.join(unsupported)}; use implementation='auto' to fall back where needed")
+    fused.note_fused_call(implementation, query.shape, key.shape, is_causal)
+    if implementation == "pallas_tpu":
+      return fused.splash_attention(query, key, value, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids,
+                                    is_causal=is_causal, scale=scale, spec=spec)
+    return fused.cudnn_attention(query, key, value, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids,
+                                 is_causal=is_causal, scale=scale)
+  if q_segment_ids is not None:
+    segments = fused.segment_ids_mask(q_segment_ids, kv_segment_ids)
+    mask = segments if mask is None else jnp.logical_and(mask, segments)
   if implementation == "xla":
     out, weights = xla_attention(query, key, value, mask=mask, bias=bias, is_causal=is_causal, scale=scale,
                                  dropout_rate=dropout_rate, dropout_rng=dropout_rng)

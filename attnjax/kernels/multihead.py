@@ -53,17 +53,22 @@ def check_params(params, num_heads: int, d_q: int, d_kv: int) -> None:
 
 
 def attend_heads(q, k, v, *, mask=None, bias=None, is_causal=False, dropout_rate=0.0, dropout_rng=None,
-                 implementation="xla", return_weights=False, rel_key=None, rel_value=None):
+                 implementation="xla", return_weights=False, rel_key=None, rel_value=None, q_segment_ids=None,
+                 kv_segment_ids=None, spec=None):
   """The heads' attention between the projections: ``q [B, T, N, H]``, ``k, v [B, S, N, H]`` → ``[B, T, N, H]``.
 
-  Scaled dot-product attention by ``implementation``, or, given Shaw et al.'s ``rel_key``/``rel_value``,
+  Scaled dot-product attention by ``implementation`` (with ``q/kv_segment_ids`` and the mesh ``spec`` of
+  :func:`attnjax.kernels.scaled_dot_product_attention`), or, given Shaw et al.'s ``rel_key``/``rel_value``,
   :func:`attnjax.kernels.relative_attention` (which needs the logits, so ``implementation="xla"``). Shared by
   :func:`multi_head_attention` and the layer :class:`attnjax.layers.attention.MultiHeadAttention`, which adds a cache.
   """
   common = dict(mask=mask, bias=bias, is_causal=is_causal, dropout_rate=dropout_rate, dropout_rng=dropout_rng,
                 return_weights=return_weights)
   if rel_key is None and rel_value is None:
-    return scaled_dot_product_attention(q, k, v, implementation=implementation, **common)
+    return scaled_dot_product_attention(q, k, v, implementation=implementation, q_segment_ids=q_segment_ids,
+                                        kv_segment_ids=kv_segment_ids, spec=spec, **common)
+  if q_segment_ids is not None:
+    raise ValueError("relative attention takes a mask, not q/kv_segment_ids (see attnjax.kernels.segment_ids_mask)")
   if implementation != "xla":
     raise ValueError(f"relative positions (rel_key/rel_value) need implementation='xla', got {implementation!r}")
   if rel_key is None:

@@ -91,7 +91,10 @@ class MultiHeadAttention(nn.Module):
     t5_num_buckets, t5_max_distance: T5's 32 buckets and 128 positions.
     attention_type: ``"full"``, ``"local"`` or ``"linear"`` (see the module docstring).
     window: the local attention's half-width (past extent when causal).
-    implementation: ``"xla"`` or ``"blockwise"`` (see :func:`attnjax.kernels.scaled_dot_product_attention`).
+    implementation: ``"auto"`` (the platform's fused kernel where it applies: Pallas splash attention on TPU, cuDNN
+      on GPU; on CPU the faster of ``"xla"`` and ``"blockwise"``), ``"xla"``, ``"blockwise"``, ``"pallas_tpu"`` or
+      ``"cudnn"`` (see :func:`attnjax.kernels.scaled_dot_product_attention`). Relative positions, local and linear
+      attention and cached self-attention always run their own ``"xla"`` kernels.
     dtype: computation dtype (e.g. bfloat16); the softmax stays float32.
     param_dtype: parameter dtype.
   """
@@ -107,7 +110,7 @@ class MultiHeadAttention(nn.Module):
   t5_max_distance: int = 128
   attention_type: str = "full"
   window: int = 64
-  implementation: str = "xla"
+  implementation: str = "auto"
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
   kernel_init: Any = nn.initializers.xavier_uniform()
@@ -152,14 +155,18 @@ class MultiHeadAttention(nn.Module):
     """``x [B, T, N, H]`` → ``[B, T, out_features]`` by :func:`attnjax.kernels.combine_heads`."""
     return kernels.combine_heads(x.astype(self.dtype), self.out(self.heads))
 
-  def __call__(self, inputs_q, inputs_kv=None, *, mask=None, is_causal=False, kv_cache=None, cache_index=None,
-               positions=None, deterministic=True, return_weights=False):
+  def __call__(self, inputs_q, inputs_kv=None, *, mask=None, segment_ids=None, is_causal=False, kv_cache=None,
+               cache_index=None, positions=None, deterministic=True, return_weights=False):
     """Attends from ``inputs_q [B, T, D]`` to ``inputs_kv [B, S, D]`` (default: self-attention).
 
     Args:
       inputs_q: ``[B, T, D]``.
       inputs_kv: ``[B, S, D]``; None for self-attention. Ignored for a cross-attention cache.
       mask: bool, broadcastable to ``[B, N, T, S]`` (or to ``[B, N, T, L]`` with a self-attention cache).
+      segment_ids: ``(q_segment_ids [B, T], kv_segment_ids [B, S])`` int, anded with ``mask``: query t attends key
+        s iff ``kv[s] != 0`` and ``q[t] == kv[s]`` (packing: the segment ids on both sides). Key padding alone is
+        ``(None, key_mask)``: every query attends the real keys. The form the fused kernels take, so prefer it to
+        an equivalent mask.
       is_causal: causal self-attention (without a cache; with one, causality is implied by ``cache_index``).
       kv_cache: a self-attention cache (with ``cache_index``) or a cross-attention cache (without); see the module
         docstring.
@@ -196,6 +203,17 @@ class MultiHeadAttention(nn.Module):
         mask = causal if mask is None else jnp.logical_and(mask, causal)
         is_causal = False
 
+    q_segments = kv_segments = None
+    if segment_ids is not None:
+      q_segments, kv_segments = segment_ids
+      if (kv_cache is not None and cache_index is not None) or self.relative or self.attention_type != "full":
+        # the paths that take a mask only: key padding stays [B, 1, 1, S] (what local and linear attention take)
+        segments = ((kv_segments != 0)[:, None, None, :] if q_segments is None
+                    else kernels.segment_ids_mask(q_segments, kv_segments))
+        mask = segments if mask is None else jnp.logical_and(mask, segments)
+        q_segments = kv_segments = None
+      elif q_segments is None:
+        q_segments = jnp.ones(inputs_q.shape[:2], jnp.int32)
     dropout_rng = None
     if self.dropout_rate > 0.0 and not deterministic:
       dropout_rng = self.make_rng("dropout")
@@ -218,7 +236,9 @@ class MultiHeadAttention(nn.Module):
                             for table in (self.rel_key, self.rel_value))
       result = kernels.attend_heads(query, key, value, rel_key=rel_key, rel_value=rel_value, **common)
     else:
-      result = kernels.attend_heads(query, key, value, implementation=self.implementation, **common)
+      result = kernels.attend_heads(query, key, value, implementation=self.implementation,
+                                    q_segment_ids=q_segments, kv_segment_ids=kv_segments,
+                                    spec=nn.logical_to_mesh_axes(("batch", "length", "heads", "kv")), **common)
     out, weights = result if return_weights else (result, None)
     return self._combine(out), new_cache, weights
 

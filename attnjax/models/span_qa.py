@@ -169,7 +169,7 @@ class SpanQA(nn.Module):
       cfg = LayerConfig(d, self.num_heads, self.d_ff, self.dropout_rate, attention_dropout_rate=self.dropout_rate,
                         relu_dropout_rate=0.0, pre_norm=False,
                         relative="shaw" if self.positional == "relative" else None, max_relative_distance=16,
-                        implementation="xla", dtype=self.dtype, param_dtype=jnp.float32)
+                        implementation="auto", dtype=self.dtype, param_dtype=jnp.float32)
       special = nn.initializers.normal(1.0)  # the same scale as the sqrt(D)-scaled token embeddings
       self.cls_embedding = self.param("cls_embedding", special, (d,))
       self.sep_embedding = self.param("sep_embedding", special, (d,))
@@ -214,9 +214,10 @@ class SpanQA(nn.Module):
     if pe is not None:
       x = x + pe[None]
     x = self.embed_dropout(self.embed_norm(x), deterministic=deterministic)
-    mask = packed_real[:, None, None, :]  # [B, 1, 1, L] key padding
+    # key padding as segment ids: every query attends the real keys
+    segments = (None, packed_real.astype(jnp.int32))
     for layer in self.layers:
-      x = layer(x, mask, deterministic=deterministic)
+      x = layer(x, None, segment_ids=segments, deterministic=deterministic)
     # Where each original slot went (the inverse of `order`): real slots to their rank among the real ones,
     # padding after all of them in order -- the same stable order, without a second sort.
     n_real = jnp.sum(real, axis=1, keepdims=True)

@@ -25,7 +25,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from attnjax import kernels
 from attnjax.layers.attention import MultiHeadAttention
 from attnjax.layers.embedding import POSITIONAL_ENCODINGS, PositionalEncoding, TokenEmbedding
 from attnjax.models.interface import DecoderOutput, source_mask
@@ -103,7 +102,7 @@ class LayerConfig:
                               dropout_rate=self.attention_dropout_rate, relative=relative,
                               max_relative_distance=self.max_relative_distance, bidirectional=not causal,
                               attention_type="full" if cross else self.attention_type, window=self.window,
-                              implementation="xla" if relative else self.implementation, dtype=self.dtype,
+                              implementation=self.implementation, dtype=self.dtype,
                               param_dtype=self.param_dtype, name=name)
 
   def sublayer(self, name):
@@ -114,16 +113,18 @@ class LayerConfig:
 
 
 class EncoderLayer(nn.Module):
-  """Self-attention + FFN, each wrapped by :class:`_Sublayer`. ``x [B, S, D]``, ``mask [B, 1, 1|S, S]``."""
+  """Self-attention + FFN, each wrapped by :class:`_Sublayer`. ``x [B, S, D]``, ``mask [B, 1, 1|S, S]`` or None,
+  ``segment_ids`` a pair ``[B, S]`` (see :class:`attnjax.layers.attention.MultiHeadAttention`)."""
   config: LayerConfig
 
   @nn.compact
-  def __call__(self, x, mask, *, positions=None, deterministic=True):
+  def __call__(self, x, mask, *, segment_ids=None, positions=None, deterministic=True):
     cfg = self.config
     attention = cfg.attention("self_attention", cfg.relative)
     ffn = cfg.ffn()
     x, = cfg.sublayer("attention_block")(
-        x, lambda h: attention(h, mask=mask, positions=positions, deterministic=deterministic)[:1],
+        x, lambda h: attention(h, mask=mask, segment_ids=segment_ids, positions=positions,
+                               deterministic=deterministic)[:1],
         deterministic=deterministic)
     x, = cfg.sublayer("ffn_block")(x, lambda h: (ffn(h, deterministic=deterministic),), deterministic=deterministic)
     return x
@@ -142,17 +143,19 @@ class DecoderLayer(nn.Module):
     self.cross_block = cfg.sublayer("cross_attention_block")
     self.ffn_block = cfg.sublayer("ffn_block")
 
-  def __call__(self, x, encoded, src_mask4, *, self_mask=None, positions=None, cache=None, cache_index=None,
+  def __call__(self, x, encoded, cross_segments, *, self_segments=None, positions=None, cache=None, cache_index=None,
                deterministic=True, return_weights=False):
+    """``cross_segments``: ``(q [B, T] or None, kv [B, S])`` segment ids of the encoder-decoder attention (None: key
+    padding alone); ``self_segments`` those of the self-attention (packed rows) or None (causality alone)."""
     det = deterministic
     self_cache = None if cache is None else cache["self"]
     cross_cache = None if cache is None else cache["cross"]
     x, new_self, _ = self.self_block(
-        x, lambda h: self.self_attention(h, mask=self_mask, is_causal=cache is None, kv_cache=self_cache,
+        x, lambda h: self.self_attention(h, segment_ids=self_segments, is_causal=cache is None, kv_cache=self_cache,
                                          cache_index=cache_index, positions=positions, deterministic=det),
         deterministic=det)
     x, _, weights = self.cross_block(
-        x, lambda h: self.cross_attention(h, None if cross_cache is not None else encoded, mask=src_mask4,
+        x, lambda h: self.cross_attention(h, None if cross_cache is not None else encoded, segment_ids=cross_segments,
                                           kv_cache=cross_cache, deterministic=det, return_weights=return_weights),
         deterministic=det)
     x, = self.ffn_block(x, lambda h: (self.ffn(h, deterministic=det),), deterministic=det)
@@ -182,7 +185,8 @@ class Transformer(nn.Module):
     shared_vocab: source and target use one vocabulary (required by ``share_source_embeddings``).
     tie_decoder_embeddings: the pre-softmax projection is the target embedding transposed (§3.4).
     share_source_embeddings: the source embedding is the target embedding too (§3.4, needs ``shared_vocab``).
-    implementation: attention kernel, ``"xla"`` or ``"blockwise"``.
+    implementation: attention kernel: ``"auto"`` (Pallas splash on TPU, cuDNN on GPU, the faster of ``"xla"`` and
+      ``"blockwise"`` on CPU; see :mod:`attnjax.kernels.fused`), or one of them by name.
     dtype, param_dtype: computation and parameter dtypes (e.g. bfloat16 compute, float32 params).
   """
   src_vocab_size: int
@@ -202,7 +206,7 @@ class Transformer(nn.Module):
   shared_vocab: bool = False
   tie_decoder_embeddings: bool = True
   share_source_embeddings: bool = False
-  implementation: str = "xla"
+  implementation: str = "auto"
   attention_type: str = "full"
   local_window: int = 64
   dtype: Any = jnp.float32
@@ -267,13 +271,15 @@ class Transformer(nn.Module):
     """
     mask = source_mask(src, src_mask)
     x = self._embed(self.src_embed, src, jnp.arange(src.shape[1]) if positions is None else positions, deterministic)
-    attn_mask = mask[:, None, None, :]
+    # key padding (every query attends the real keys) or, packed, attention inside each example: segment ids, the
+    # form every attention implementation takes (see attnjax.kernels.fused)
+    segments = (None, mask.astype(jnp.int32))
     memory = {"src_mask": mask}
     if segment_ids is not None:
-      attn_mask = kernels.combine_masks(attn_mask, kernels.segment_mask(segment_ids, segment_ids))
+      segments = (segment_ids, segment_ids)
       memory["src_segment_ids"] = segment_ids
     for layer in self.encoder_layers:
-      x = layer(x, attn_mask, positions=positions, deterministic=deterministic)
+      x = layer(x, None, segment_ids=segments, positions=positions, deterministic=deterministic)
     if self.pre_norm:
       x = self.encoder_norm(x)
     memory["encoded"] = x
@@ -306,15 +312,16 @@ class Transformer(nn.Module):
     if positions is None:
       positions = jnp.arange(t) if cache is None else start + jnp.arange(t)
     x = self._embed(self.tgt_embed, tgt_in, positions, deterministic)
-    src_mask4 = memory["src_mask"][:, None, None, :]
-    self_mask = None
+    src_mask = memory["src_mask"]
+    cross_segments = (None, src_mask.astype(jnp.int32))
+    self_segments = None
     if packed:
-      src_mask4 = kernels.combine_masks(src_mask4, kernels.segment_mask(segment_ids, memory["src_segment_ids"]))
-      self_mask = kernels.segment_mask(segment_ids, segment_ids)
+      cross_segments = (segment_ids, memory["src_segment_ids"])
+      self_segments = (segment_ids, segment_ids)
     new_layers, weights = [], None
     for i, layer in enumerate(self.decoder_layers):
       last = i == len(self.decoder_layers) - 1
-      x, layer_cache, w = layer(x, memory["encoded"], src_mask4, self_mask=self_mask,
+      x, layer_cache, w = layer(x, memory["encoded"], cross_segments, self_segments=self_segments,
                                 positions=positions if packed else None,
                                 cache=None if cache is None else cache["layers"][i], cache_index=start,
                                 deterministic=deterministic, return_weights=return_attention and last)

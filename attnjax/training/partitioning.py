@@ -8,6 +8,8 @@ parallelism, FSDP and tensor parallelism are then choices in the config, never e
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 from typing import Sequence
 
@@ -15,6 +17,8 @@ import flax.linen as nn
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from attnjax.kernels import fused
 
 DEFAULT_RULES = (
     ("batch", ("data", "fsdp")),
@@ -82,3 +86,23 @@ def data_parallel_size(mesh: Mesh, rules) -> int:
   spec = batch_sharding(mesh, rules).spec[0]
   axes = () if spec is None else (spec if isinstance(spec, tuple) else (spec,))
   return math.prod(mesh.shape[a] for a in axes)
+
+
+@contextlib.contextmanager
+def tracing(mesh: Mesh, rules):
+  """Context for tracing a step: the logical axis rules for Flax (``nn.logical_to_mesh_axes`` in the layers) and
+  the mesh for kernels that are not partitioned automatically (Pallas splash attention runs in ``shard_map``).
+  Python state only, so it is entered inside the jitted function."""
+  with nn.logical_axis_rules([tuple(r) for r in rules]), fused.attention_mesh(mesh):
+    yield
+
+
+def traced_in(mesh: Mesh, rules):
+  """Decorator: the function runs (is traced) inside :func:`tracing`."""
+  def wrap(fn):
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+      with tracing(mesh, rules):
+        return fn(*args, **kwargs)
+    return wrapped
+  return wrap

@@ -83,6 +83,7 @@ def make_train_step(model, tx, schedule, *, state_sharding, mesh, rules, label_s
   """
   loss_fn = _default_loss(loss_fn, label_smoothing)
 
+  @partitioning.traced_in(mesh, rules)
   def step(state, batch):
     rng = jax.random.fold_in(state.rng, state.step)
 
@@ -125,6 +126,7 @@ def make_eval_step(model, *, state_sharding, mesh, rules, label_smoothing=0.0, l
   loss_fn = _default_loss(loss_fn, label_smoothing)
   data = partitioning.batch_sharding(mesh, rules) if batch_sharding is None else batch_sharding
 
+  @partitioning.traced_in(mesh, rules)
   def step(params, batch):
     return loss_fn(model, params, batch, None, True)
 

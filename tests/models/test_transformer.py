@@ -96,3 +96,30 @@ def test_packed_rows_give_the_same_logits_as_separate_examples(rng, positional):
                        src_positions=pos((4, 3), 9), tgt_positions=pos((3, 5), 8))[0]
   np.testing.assert_allclose(packed[:3], alone[0], atol=1e-5, rtol=1e-5)
   np.testing.assert_allclose(packed[3:], alone[1], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_auto_attention_equals_xla(rng, packed, monkeypatch):
+  # "auto" is the default; on this CPU it takes "blockwise" for the 512 x 512 self-attention of the encoder (and
+  # the cross-attention), "xla" for shorter ones: the logits of real positions must be the "xla" model's.
+  assert Transformer.implementation == "auto"
+  length = 512
+  model = _model(max_length=length, d_model=8, num_heads=2, d_ff=16, num_encoder_layers=1, num_decoder_layers=1)
+  src, tgt = conformance.random_batch(rng, 2, length, length, V, src_lengths=[length, 300],
+                                      tgt_lengths=[length, 200])
+  kwargs = {}
+  if packed:  # two examples per row
+    seg = np.where(np.arange(length) < 256, 1, 2)[None].repeat(2, 0).astype(np.int32)
+    pos = np.where(seg == 1, np.arange(length), np.arange(length) - 256).astype(np.int32)
+    src, tgt = np.where(seg > 0, np.maximum(src, 3), 0), np.where(seg > 0, np.maximum(tgt, 3), 0)
+    kwargs = dict(src_segment_ids=seg, tgt_segment_ids=seg, src_positions=pos, tgt_positions=pos)
+  variables = conformance.init(model, src, tgt)
+  from attnjax.kernels import blockwise  # pylint: disable=g-import-not-at-top
+  calls = []
+  original = blockwise.blockwise_attention
+  monkeypatch.setattr(blockwise, "blockwise_attention", lambda *a, **k: calls.append(1) or original(*a, **k))
+  auto = model.apply(variables, src, tgt, **kwargs)
+  assert len(calls) == 3  # encoder self-, decoder self- and cross-attention: all 512 x 512
+  xla = model.clone(implementation="xla").apply(variables, src, tgt, **kwargs)
+  real = np.asarray(tgt) != 0
+  np.testing.assert_allclose(np.asarray(auto)[real], np.asarray(xla)[real], atol=2e-5, rtol=1e-5)
