@@ -108,10 +108,7 @@ def torch_step(cfg, vocab, src, tgt_in, tgt_out, threads):
 
 
 def _side(args) -> dict:
-  rng = np.random.default_rng(0)
-  src = jnp.asarray(rng.integers(3, args.vocab, (args.batch, args.length)), jnp.int32)
-  tgt = jnp.asarray(rng.integers(3, args.vocab, (args.batch, args.length + 1)), jnp.int32)
-  tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+  src, tgt_in, tgt_out = token_batch(args)
   out = {"peak": matmul_peak()} if args.side == "attnjax" else {}
   for name in args.configs.split(","):
     cfg = CONFIGS[name]
@@ -125,13 +122,26 @@ def _side(args) -> dict:
   return out
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_step_arguments(parser: argparse.ArgumentParser) -> None:
+  """The step's shapes and repetitions (shared with ``benchmarks.step_profile``)."""
   parser.add_argument("--configs", default="small,base")
   parser.add_argument("--batch", type=int, default=16)
   parser.add_argument("--length", type=int, default=64)
   parser.add_argument("--vocab", type=int, default=8192)
   parser.add_argument("--reps", type=int, default=5)
+
+
+def token_batch(args):
+  """``(src, tgt_in, tgt_out)`` of random ids, ``[batch, length]`` each."""
+  rng = np.random.default_rng(0)
+  src = jnp.asarray(rng.integers(3, args.vocab, (args.batch, args.length)), jnp.int32)
+  tgt = jnp.asarray(rng.integers(3, args.vocab, (args.batch, args.length + 1)), jnp.int32)
+  return src, tgt[:, :-1], tgt[:, 1:]
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  add_step_arguments(parser)
   parser.add_argument("--rounds", type=int, default=2)
   parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
   parser.add_argument("--side", choices=("attnjax", "torch"), default=None, help=argparse.SUPPRESS)
