@@ -8,9 +8,10 @@ interleaved, so that the machine's noise hits them alike; each is reported as a 
 
 * ``forward``: the loss alone; ``forward+backward``: its gradients, no optimizer; the rest of the full step is Adam;
 * ``no dropout``: dropout rate 0 (the cost of drawing and applying the dropout masks);
-* ``rbg`` / ``unsafe_rbg``: dropout bits from XLA's RngBitGenerator instead of threefry (``jax.random.key(..., impl=)``);
-  ``rbg`` output is not invariant to how the program is sharded, which the tests of sharded training rely on for
-  threefry, so it is a measurement here, not a default.
+* the full step draws its dropout bits from a counter hash (``Transformer(dropout_bits="hash")``, the default);
+  ``threefry dropout (Flax)`` is ``flax.linen.Dropout``'s threefry bits, and the ``rbg`` / ``unsafe_rbg`` rows the
+  same with XLA's RngBitGenerator keys (``jax.random.key(..., impl=)``), whose output depends on how the program is
+  sharded.
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ from benchmarks.train_step import CONFIGS, add_step_arguments, token_batch
 
 def variants(cfg, vocab, src, tgt_in, tgt_out):
   """name -> a no-argument function running one compiled step of that variant."""
-  def model_with(dropout):
+  def model_with(dropout, bits="hash"):
     return Transformer(src_vocab_size=vocab, tgt_vocab_size=vocab, num_encoder_layers=cfg["layers"],
                        num_decoder_layers=cfg["layers"], d_model=cfg["d_model"], num_heads=cfg["num_heads"],
-                       d_ff=cfg["d_ff"], dropout_rate=dropout, shared_vocab=True, share_source_embeddings=True)
+                       d_ff=cfg["d_ff"], dropout_rate=dropout, shared_vocab=True, share_source_embeddings=True,
+                       dropout_bits=bits)
   import flax  # pylint: disable=g-import-not-at-top
   params = flax.linen.meta.unbox(model_with(0.1).init(jax.random.PRNGKey(0), src, tgt_in)["params"])
   tx = optax.adam(1e-4, b2=0.98, eps=1e-9)
@@ -55,14 +57,15 @@ def variants(cfg, vocab, src, tgt_in, tgt_out):
       return optax.apply_updates(p, updates), o, value
     return step
 
-  dropout, no_dropout = model_with(0.1), model_with(0.0)
+  dropout, no_dropout, threefry = model_with(0.1), model_with(0.0), model_with(0.1, "threefry")
   programs = {
       "full step": (full(dropout), "threefry2x32"),
       "forward+backward": (lambda p, o, rng: (jax.grad(loss_of(dropout))(p, rng), o, 0.0), "threefry2x32"),
       "forward": (lambda p, o, rng: (p, o, loss_of(dropout)(p, rng)), "threefry2x32"),
       "no dropout": (full(no_dropout), "threefry2x32"),
-      "rbg dropout bits": (full(dropout), "rbg"),
-      "unsafe_rbg dropout bits": (full(dropout), "unsafe_rbg"),
+      "threefry dropout (Flax)": (full(threefry), "threefry2x32"),
+      "threefry dropout, rbg keys": (full(threefry), "rbg"),
+      "threefry dropout, unsafe_rbg keys": (full(threefry), "unsafe_rbg"),
   }
   runs = {}
   for name, (fn, impl) in programs.items():

@@ -152,8 +152,15 @@ def dropout_keep(seeds, rate: float, num_heads: int, q_len: int, b, n, t, s):
   in the forward or the backward pass, by either implementation. P(keep) = 1 - rate up to 2⁻³².
   """
   row = (b.astype(jnp.uint32) * jnp.uint32(num_heads) + n.astype(jnp.uint32)) * jnp.uint32(q_len) + t.astype(jnp.uint32)
-  h = _mix32(row ^ seeds[0])
-  h = _mix32(h ^ s.astype(jnp.uint32) ^ seeds[1])
+  return hash_keep(seeds, rate, row, s)
+
+
+def hash_keep(seeds, rate: float, major, minor):
+  """Keep-mask from a stateless hash of the index pair (``major``, ``minor``) (broadcasting integer arrays) and two
+  uint32 ``seeds``: P(keep) = 1 - rate up to 2⁻³². The same index gives the same bit wherever it is computed (in
+  a block, on a shard), which is what makes it cheap to regenerate and invariant to sharding."""
+  h = _mix32(major.astype(jnp.uint32) ^ seeds[0])
+  h = _mix32(h ^ minor.astype(jnp.uint32) ^ seeds[1])
   threshold = jnp.uint32(min(int(round(rate * 2.0**32)), 2**32 - 1))
   return h >= threshold
 

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from attnjax.layers.attention import MultiHeadAttention
+from attnjax.layers.dropout import DROPOUT_BITS, Dropout
 from attnjax.layers.embedding import POSITIONAL_ENCODINGS, PositionalEncoding, TokenEmbedding
 from attnjax.models.interface import DecoderOutput, source_mask
 
@@ -55,11 +56,12 @@ class FeedForward(nn.Module):
   dropout_rate: float = 0.0  # on the hidden activations (not in the paper; T2T's relu_dropout)
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
+  dropout_bits: str = "hash"
 
   @nn.compact
   def __call__(self, x, *, deterministic=True):
     h = nn.relu(_dense(self.d_ff, ("embed", "mlp"), self.dtype, self.param_dtype)(x))
-    h = nn.Dropout(self.dropout_rate)(h, deterministic=deterministic)
+    h = Dropout(self.dropout_rate, self.dropout_bits)(h, deterministic=deterministic)
     return _dense(self.d_model, ("mlp", "embed"), self.dtype, self.param_dtype)(h)
 
 
@@ -69,12 +71,13 @@ class _Sublayer(nn.Module):
   dropout_rate: float
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
+  dropout_bits: str = "hash"
 
   @nn.compact
   def __call__(self, x, fn, *, deterministic):
     norm = _layer_norm(self.dtype, self.param_dtype)
     y, *extra = fn(norm(x) if self.pre_norm else x)
-    out = x + nn.Dropout(self.dropout_rate)(y, deterministic=deterministic)
+    out = x + Dropout(self.dropout_rate, self.dropout_bits)(y, deterministic=deterministic)
     return (out if self.pre_norm else norm(out)), *extra
 
 
@@ -94,6 +97,7 @@ class LayerConfig:
   param_dtype: Any
   attention_type: str = "full"
   window: int = 64
+  dropout_bits: str = "hash"
 
   def attention(self, name, relative=None, *, causal=False, cross=False):
     """A self-attention (with the configured relative positions and attention type; T5 buckets causal in the
@@ -106,10 +110,11 @@ class LayerConfig:
                               param_dtype=self.param_dtype, name=name)
 
   def sublayer(self, name):
-    return _Sublayer(self.pre_norm, self.dropout_rate, self.dtype, self.param_dtype, name=name)
+    return _Sublayer(self.pre_norm, self.dropout_rate, self.dtype, self.param_dtype, self.dropout_bits, name=name)
 
   def ffn(self):
-    return FeedForward(self.d_model, self.d_ff, self.relu_dropout_rate, self.dtype, self.param_dtype, name="ffn")
+    return FeedForward(self.d_model, self.d_ff, self.relu_dropout_rate, self.dtype, self.param_dtype,
+                       self.dropout_bits, name="ffn")
 
 
 class EncoderLayer(nn.Module):
@@ -175,6 +180,8 @@ class Transformer(nn.Module):
     d_model, num_heads, d_ff: model width, heads h, FFN width.
     dropout_rate: P_drop on sublayer outputs and on embeddings + positions.
     attention_dropout_rate, relu_dropout_rate: dropout on attention weights / FFN activations (0 in the paper).
+    dropout_bits: where the residual, input and FFN dropout take their random bits: ``"hash"`` (a counter hash of
+      the element index, :class:`attnjax.layers.dropout.Dropout`) or ``"threefry"`` (Flax's ``nn.Dropout``).
     pre_norm: False = the paper's post-norm.
     positional: ``"sinusoidal"`` | ``"learned"`` | ``"relative"`` (Shaw et al. 2018, in every self-attention) |
       ``"t5"`` (Raffel et al. 2020's bucketed relative bias, in every self-attention).
@@ -209,6 +216,7 @@ class Transformer(nn.Module):
   implementation: str = "auto"
   attention_type: str = "full"
   local_window: int = 64
+  dropout_bits: str = "hash"
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
 
@@ -218,6 +226,8 @@ class Transformer(nn.Module):
       raise ValueError(f"num_heads ({self.num_heads}) must divide d_model ({self.d_model})")
     if self.positional not in POSITIONAL_ENCODINGS:
       raise ValueError(f"positional must be one of {POSITIONAL_ENCODINGS}, got {self.positional!r}")
+    if self.dropout_bits not in DROPOUT_BITS:
+      raise ValueError(f"dropout_bits must be one of {DROPOUT_BITS}, got {self.dropout_bits!r}")
     if self.attention_type not in ("full", "local", "linear"):
       raise ValueError(f"attention_type must be 'full', 'local' or 'linear', got {self.attention_type!r}")
     if self.attention_type != "full" and (self.positional in ("relative", "t5") or self.attention_dropout_rate):
@@ -240,7 +250,7 @@ class Transformer(nn.Module):
     relative = {"relative": "shaw", "t5": "t5"}.get(self.positional)
     cfg = LayerConfig(self.d_model, self.num_heads, self.d_ff, self.dropout_rate, self.attention_dropout_rate,
                       self.relu_dropout_rate, self.pre_norm, relative, self.max_relative_distance, self.implementation,
-                      self.dtype, self.param_dtype, self.attention_type, self.local_window)
+                      self.dtype, self.param_dtype, self.attention_type, self.local_window, self.dropout_bits)
     embed = lambda vocab, name: TokenEmbedding(vocab, self.d_model, dtype=self.dtype, param_dtype=self.param_dtype,
                                                name=name)
     self.tgt_embed = embed(self.tgt_vocab_size, "tgt_embed")
@@ -253,7 +263,7 @@ class Transformer(nn.Module):
       self.decoder_norm = _layer_norm(self.dtype, self.param_dtype)
     if not self.tie_decoder_embeddings:
       self.logits_dense = _dense(self.tgt_vocab_size, ("embed", "vocab"), jnp.float32, self.param_dtype)
-    self.input_dropout = nn.Dropout(self.dropout_rate)
+    self.input_dropout = Dropout(self.dropout_rate, self.dropout_bits)
 
   def _embed(self, embed, ids, positions, deterministic):
     x = embed(ids)
