@@ -39,14 +39,13 @@ def matmul_peak(n: int = 2048) -> float:
   return 2 * n**3 / interleaved_medians({"mm": run}, 5)["mm"]
 
 
-def attnjax_step(cfg, vocab, src, tgt_in, tgt_out):
+def step_function(cfg, vocab, src, tgt_in, tgt_out):
+  """``(step, params, opt_state)``: the attnjax Transformer's forward, backward and Adam update, not yet jitted."""
   model = Transformer(src_vocab_size=vocab, tgt_vocab_size=vocab, num_encoder_layers=cfg["layers"],
                       num_decoder_layers=cfg["layers"], d_model=cfg["d_model"], num_heads=cfg["num_heads"],
                       d_ff=cfg["d_ff"], dropout_rate=0.1, shared_vocab=True, share_source_embeddings=True)
-  params = jax.tree_util.tree_map(lambda x: x, __import__("flax").linen.meta.unbox(
-      model.init(jax.random.PRNGKey(0), src, tgt_in)["params"]))
+  params = __import__("flax").linen.meta.unbox(model.init(jax.random.PRNGKey(0), src, tgt_in)["params"])
   tx = optax.adam(1e-4, b2=0.98, eps=1e-9)
-  opt_state = tx.init(params)
 
   def step(params, opt_state, rng):
     def loss(p):
@@ -56,7 +55,11 @@ def attnjax_step(cfg, vocab, src, tgt_in, tgt_out):
     value, grads = jax.value_and_grad(loss)(params)
     updates, opt_state = tx.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, value
+  return step, params, tx.init(params)
 
+
+def attnjax_step(cfg, vocab, src, tgt_in, tgt_out):
+  step, params, opt_state = step_function(cfg, vocab, src, tgt_in, tgt_out)
   compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, jax.random.PRNGKey(1)).compile()
   cost = compiled.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost

@@ -58,3 +58,32 @@ def test_unknown_schedule_is_refused_naming_the_key():
   cfg = ml_collections.ConfigDict(dict(schedule="cyclic", learning_rate=1.0, warmup_steps=1, steps=2))
   with pytest.raises(ValueError, match="train.schedule"):
     learning_rate_schedule(cfg, 8)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_fused_loss_gradients_equal_autodiff_of_log_softmax(dtype):
+  # the hand-written VJP against autodiff of the textbook formula, for both outputs and weighted sums of them
+  import jax  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(1)
+  logits = jnp.asarray(3 * rng.normal(size=(3, 5, 11)), dtype)
+  targets = jnp.asarray(rng.integers(2, 9, (3, 5)))
+  weights = jnp.asarray(rng.integers(0, 2, (3, 5)), jnp.float32)
+  eps, real = 0.1, 9
+  support = (jnp.arange(11) >= 2) & (jnp.arange(11) < real)
+
+  def reference(z):
+    log_probs = jax.nn.log_softmax(z.astype(jnp.float32))
+    nll = -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+    uniform = -jnp.sum(jnp.where(support, log_probs, 0.0), axis=-1) / jnp.sum(support)
+    loss = (1 - eps) * nll + eps * uniform
+    return jnp.sum(loss * weights) + 0.3 * jnp.sum(nll * weights)
+
+  def fused(z):
+    out = smoothed_cross_entropy(z, targets, weights, eps, vocab_size=real)
+    return out["loss_sum"] + 0.3 * out["nll_sum"]
+
+  tol = 1e-5 if dtype == jnp.float32 else 1e-2
+  np.testing.assert_allclose(float(fused(logits)), float(reference(logits)), rtol=tol)
+  got, want = jax.grad(fused)(logits), jax.grad(reference)(logits)
+  assert got.dtype == dtype
+  np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32), atol=tol, rtol=tol)

@@ -1,0 +1,154 @@
+"""Where a compiled program spends its time on CPU: XLA's per-op trace, grouped by what the op does.
+
+    python -m benchmarks.op_profile --what=blockwise --length=1024     # the attention kernel, fwd + bwd
+    python -m benchmarks.op_profile --what=step --config=small         # the Transformer train step of train_step
+
+The program runs under ``jax.profiler.trace`` with ``--xla_cpu_enable_xprof_traceme`` (set here, before JAX starts),
+so that every thunk XLA executes is a trace event named after its HLO instruction. Each leaf event (loops and calls
+are containers and are not counted) is attributed, through the compiled HLO, to a category:
+
+* ``matmul``: a ``dot`` or a YNNPACK fusion around one; ``reduction (YNNPACK)``: a YNNPACK fusion without a dot;
+* ``elementwise: <op>``: a loop fusion, named by the JAX primitive of its root (``exp``, ``add``, ``select_n``, ...);
+* ``copy / transpose``, ``dynamic slices``, ``other``.
+
+``--top=N`` also lists the N most expensive instructions with their shapes and the JAX source op.
+
+Times are summed over threads, so the shares are of the total op time of the program, not of its wall time; the
+gap between the two (``threads busy`` below 2 on 2 cores) is time with one thread or none working.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import glob
+import os
+import re
+import tempfile
+import time
+
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_xprof_traceme=true").strip()
+
+import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
+import jax.numpy as jnp  # pylint: disable=g-import-not-at-top,wrong-import-position
+import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%(\S+) = .*? ([a-z][\w-]*)\((.*)$")
+_CONTAINERS = {"while", "call", "conditional", "async-start", "async-done"}
+
+
+def hlo_categories(hlo_text: str) -> dict[str, str]:
+  """Instruction name -> category, from the text of a compiled HLO module."""
+  computations, current = {}, None
+  for line in hlo_text.splitlines():
+    header = re.match(r"^(?:ENTRY )?%(\S+) ", line)
+    if header and line.rstrip().endswith("{"):
+      current = computations.setdefault(header.group(1), [])
+    elif current is not None:
+      current.append(line)
+  categories, described = {}, {}
+  for lines in computations.values():
+    for line in lines:
+      m = _INSTRUCTION.match(line)
+      if not m:
+        continue
+      name, opcode, rest = m.groups()
+      source = re.search(r'op_name="([^"]*)"', rest)
+      described[name] = f"{line.split(' = ', 1)[1].split('(', 1)[0][:60]}  {source.group(1)[-70:] if source else ''}"
+      if opcode in _CONTAINERS:
+        categories[name] = "container"
+      elif opcode == "dot":
+        categories[name] = "matmul"
+      elif opcode == "fusion":
+        called = re.search(r"calls=%([\w.-]+)", rest)
+        body = "\n".join(computations.get(called.group(1), [])) if called else ""
+        primitive = re.search(r'op_name="[^"]*/([\w-]+)"', rest)
+        if " dot(" in body or " convolution(" in body:
+          categories[name] = "matmul"
+        elif "__ynn_fusion" in rest:
+          categories[name] = "reduction (YNNPACK)"
+        elif "dynamic-slice" in name or "dynamic-update-slice" in name:
+          categories[name] = "dynamic slices"
+        else:
+          categories[name] = f"elementwise: {primitive.group(1) if primitive else name.rsplit('.', 1)[0]}"
+      elif opcode in ("copy", "transpose"):
+        categories[name] = "copy / transpose"
+      elif opcode in ("dynamic-slice", "dynamic-update-slice"):
+        categories[name] = "dynamic slices"
+      else:
+        categories[name] = f"other: {opcode}"
+  return categories, described
+
+
+def profile(fn, args, reps: int = 3) -> dict:
+  """Runs the jitted ``fn(*args)``; returns its median wall time, op time per category and the busy threads."""
+  compiled = jax.jit(fn).lower(*args).compile()
+  categories, described = hlo_categories(compiled.as_text())
+  jax.block_until_ready(compiled(*args))
+  walls = []
+  for _ in range(reps):
+    start = time.perf_counter()
+    jax.block_until_ready(compiled(*args))
+    walls.append(time.perf_counter() - start)
+  totals, ops = collections.Counter(), collections.Counter()
+  with tempfile.TemporaryDirectory() as tmp:
+    with jax.profiler.trace(tmp):
+      for _ in range(reps):
+        jax.block_until_ready(compiled(*args))
+    from jax._src.lib import _profile_data  # pylint: disable=g-import-not-at-top
+    data = _profile_data.ProfileData.from_file(glob.glob(f"{tmp}/**/*.xplane.pb", recursive=True)[0])
+    for plane in data.planes:
+      for line in plane.lines:
+        for event in line.events:
+          category = categories.get(event.name)
+          if category is not None and category != "container":
+            totals[category] += event.duration_ns / 1e9 / reps
+            ops[f"{event.name}: {described[event.name]}"] += event.duration_ns / 1e9 / reps
+  wall = float(np.median(walls))
+  return {"wall": wall, "categories": totals, "ops": ops, "busy": sum(totals.values()) / wall}
+
+
+def _blockwise(args):
+  from attnjax.kernels import scaled_dot_product_attention  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  q, k, v = (jnp.asarray(rng.standard_normal((1, args.length, 4, 64), np.float32)) for _ in range(3))
+  attend = functools.partial(scaled_dot_product_attention, implementation=args.implementation,
+                             block_q=args.block, block_kv=args.block)
+  fn = jax.value_and_grad(lambda q, k, v: jnp.sum(attend(q, k, v)), argnums=(0, 1, 2))
+  return fn, (q, k, v), f"attention fwd+bwd, {args.implementation}, B=1 N=4 H=64 T={args.length}"
+
+
+def _step(args):
+  from benchmarks import train_step  # pylint: disable=g-import-not-at-top
+  ns = argparse.Namespace(batch=16, length=64, vocab=8192)
+  src, tgt_in, tgt_out = train_step.token_batch(ns)
+  fn, params, opt_state = train_step.step_function(train_step.CONFIGS[args.config], ns.vocab, src, tgt_in, tgt_out)
+  return fn, (params, opt_state, jax.random.PRNGKey(1)), f"Transformer {args.config} train step (train_step shapes)"
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--what", choices=("blockwise", "step"), default="blockwise")
+  parser.add_argument("--length", type=int, default=1024)
+  parser.add_argument("--block", type=int, default=512)
+  parser.add_argument("--implementation", default="blockwise")
+  parser.add_argument("--config", default="small")
+  parser.add_argument("--reps", type=int, default=3)
+  parser.add_argument("--top", type=int, default=0, help="also list the N most expensive instructions")
+  args = parser.parse_args()
+  fn, inputs, title = (_blockwise if args.what == "blockwise" else _step)(args)
+  result = profile(fn, inputs, args.reps)
+  total = sum(result["categories"].values())
+  print(f"# {title}\n# wall {1e3 * result['wall']:.1f} ms per run, op time {1e3 * total:.1f} ms summed over threads "
+        f"({result['busy']:.2f} threads busy on average)")
+  print("| category | ms per run | share of op time |\n|---|---|---|")
+  for category, seconds in result["categories"].most_common():
+    if seconds / total >= 0.005:
+      print(f"| {category} | {1e3 * seconds:.1f} | {100 * seconds / total:.0f}% |")
+  for op, seconds in result["ops"].most_common(args.top):
+    print(f"{1e3 * seconds:8.1f} ms  {op}")
+
+
+if __name__ == "__main__":
+  main()
