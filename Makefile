@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 
-.PHONY: quickstart test bench aot mutants clean
+.PHONY: quickstart test bench aot mutants faults clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,13 @@ aot: $(VENV)/.installed
 # their equation tests fail; each runs in a temporary copy of attnjax/ and tests/. A few minutes on 2 cores.
 mutants: $(VENV)/.installed
 	JAX_PLATFORMS=cpu $(PY) -m tools.mutation_check
+
+# Fault injection (issue 15): 20 random faults on the 2-process gloo run (kill -9 of either or both processes, also
+# during an asynchronous checkpoint write; SIGTERM to one; SIGSTOP of one; a full disk; a torn checkpoint; a flaky
+# or failing bucket), each followed by a restart that must end bit-identical to an uninterrupted run. ~25 minutes on
+# 2 cores; FAULTS_FLAGS=--quick runs the CI subset (tests/faults/test_faults.py).
+faults: $(VENV)/.installed
+	JAX_PLATFORMS=cpu $(PY) -m tools.faults --faults=20 $(FAULTS_FLAGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -116,6 +116,9 @@ def base_config() -> ml_collections.ConfigDict:
       num_processes=config_dict.placeholder(int),
       process_id=config_dict.placeholder(int),
       cpu_collectives=config_dict.placeholder(str),  # "gloo" for CPU-only multi-process
+      # seconds of silence after which a peer process counts as hung (training.watchdog.PeerWatchdog); JAX's
+      # heartbeat timeout is set to twice this, so that the watchdog's message, naming the process, comes first
+      peer_timeout_seconds=50,
   ))
   return c
 

@@ -178,3 +178,52 @@ def _sgd(config, *, lr: float, steps: int, decay_start: int, decay_every: int, c
   t.optimizer, t.schedule, t.learning_rate, t.warmup_steps = "sgd", "halving", lr, 0
   t.decay_start, t.decay_every, t.grad_clip_norm, t.label_smoothing = decay_start, decay_every, clip, 0.0
   _steps(config, steps)
+
+
+def multi30k_cpu(config, model: str, *, minutes: float = 30.0) -> None:
+  """The seed study's baselines at CPU scale on Multi30k (29k training pairs; issue 14): every arm the same
+  wall-clock budget (``train.time_limit_minutes``) on 2 CPU cores, the same data, vocabulary (joint 8k SentencePiece),
+  token batches (4,096 target tokens), label smoothing 0.1 and evaluation (beam 4, α 0.6, the best checkpoint by
+  validation BLEU), sized and regularised for the small-data regime rather than as the papers trained on WMT:
+
+  * ``lstm_seq2seq``: Sutskever et al., 2 layers of 256, the source reversed, no attention;
+  * ``lstm_bahdanau``: bidirectional encoder, additive attention; ``lstm_luong_{dot,general,concat}``: Luong's
+    scores with input feeding, 2 layers of 256;
+  * ``convs2s``: 6 + 6 layers of 256, kernel width 3;
+  * ``transformer``: 3 + 3 layers, d_model 256, 4 heads, d_ff 1024, pre-norm (experiments/multi30k/transformer_small).
+
+  The recurrent and convolutional models train with Adam at 1e-3 (a short warm-up, gradients clipped to 1), where the
+  papers used SGD, Adadelta or Nesterov at WMT scale; the Transformer keeps the paper's schedule."""
+  if model == "transformer":
+    transformer(config, "base", vocab_size=8000)
+    config.model.update(num_encoder_layers=3, num_decoder_layers=3, d_model=256, num_heads=4, d_ff=1024,
+                        dropout_rate=0.3, attention_dropout_rate=0.1, pre_norm=True)
+    config.train.warmup_steps = 800
+  elif model.startswith("lstm_"):
+    attention = {"lstm_seq2seq": None, "lstm_bahdanau": "bahdanau"}.get(model, model[len("lstm_"):])
+    if attention not in (None, "bahdanau", "luong_dot", "luong_general", "luong_concat"):
+      raise ValueError(f"multi30k_cpu: unknown model {model!r}")
+    _model(config, name="rnn_seq2seq", cell="lstm", attention=attention, embed_dim=256, hidden_dim=256,
+           num_layers=1 if attention == "bahdanau" else 2, bidirectional_encoder=attention == "bahdanau",
+           reverse_source=attention is None, input_feeding=bool(attention and attention.startswith("luong")),
+           dropout_rate=0.3, dtype="float32")
+  elif model == "convs2s":
+    _model(config, name="convs2s", embed_dim=256, hidden_dim=256, encoder_layers=6, decoder_layers=6,
+           kernel_width=3, dropout_rate=0.2, max_length=256, dtype="float32")
+  else:
+    raise ValueError(f"multi30k_cpu: unknown model {model!r}")
+  d = config.data
+  d.dir, d.vocab_size, d.joint_vocab = "../shared/data/multi30k", 8000, True
+  d.max_src_len = d.max_tgt_len = 64
+  d.max_tokens, d.batch_size = 4096, None
+  d.bucket_boundaries = (16, 24, 32, 48)
+  t = config.train
+  if model != "transformer":
+    t.optimizer, t.schedule, t.learning_rate, t.warmup_steps, t.grad_clip_norm = "adam", "constant", 1e-3, 200, 1.0
+  t.label_smoothing = 0.1
+  t.steps, t.time_limit_minutes = 100_000, minutes  # the budget, not the step count, ends every arm
+  t.eval_every = t.checkpoint_every = 500
+  t.keep_checkpoints, t.best_metric, t.log_every = 3, "bleu", 100
+  e = config.eval
+  e.split, e.decode, e.beam_size, e.alpha, e.max_len_a, e.max_len_b = "validation", "beam", 4, 0.6, 1.5, 10
+  e.num_decode_examples, e.batch_size = 500, 64

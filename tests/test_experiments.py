@@ -120,3 +120,33 @@ def test_compile_tool_compiles_one_experiment_per_family_for_its_target(experime
     fused = re.search(r"of which ([\d.e+-]+) TFLOP in (\d+) fused attention calls", out)
     assert fused and int(fused.group(2)) == 6 + 6 + 6, out  # encoder self, decoder self, cross: 6 layers each
     assert 0 < float(fused.group(1)) < float(memory.group(3)), out
+
+
+CPU_STUDY = sorted(os.path.join(ROOT, "experiments", "multi30k", f)
+                   for f in os.listdir(os.path.join(ROOT, "experiments", "multi30k")) if f.endswith(".py"))
+
+
+@pytest.mark.parametrize("path", CPU_STUDY, ids=os.path.basename)
+def test_cpu_study_arm_and_every_sweep_point_validate_and_build(path):
+  # issue 14's arms on Multi30k: each point of each sweep validates and builds; the baselines share data, batches,
+  # label smoothing, evaluation and the wall-clock budget
+  module = {}
+  exec(compile(open(path).read(), path, "exec"), module)  # pylint: disable=exec-used
+  points = [{}] + [p["overrides"] for points in module.get("SWEEPS", {}).values() for p in points]
+  for overrides in points:
+    config = module["get_config"]()
+    for key, value in overrides.items():
+      section, _, field = key.rpartition(".")
+      target = config[section] if section else config
+      assert field in target, key
+      target[field] = value
+    config_lib.validate(config)
+    assert config.target == "cpu" and config.data.dir == "../shared/data/multi30k"
+    assert config.data.max_tokens == 4096 and config.train.label_smoothing == 0.1
+    assert config.eval.beam_size == 4 and config.train.best_metric == "bleu"
+    if "transformer_small" not in path:
+      assert config.train.time_limit_minutes == 30.0
+    model = build_model(config.model.to_dict(), src_vocab_size=8192, tgt_vocab_size=8192)
+    src, tgt = jnp.zeros((2, 7), jnp.int32), jnp.zeros((2, 5), jnp.int32)
+    out = jax.eval_shape(lambda a, b: model.init_with_output(jax.random.PRNGKey(0), a, b)[0], src, tgt)
+    assert out.shape == (2, 5, 8192)

@@ -12,21 +12,46 @@ Evaluation restores only the parameters (:meth:`Checkpointer.restore_params`, an
 optimiser state is read, which for Adam is two thirds of the bytes.
 
 Restoring walks the steps from the newest down: a step whose files are damaged (e.g. a truncated copy) is skipped with
-a warning and the previous one is used. Restoring into a different mesh is a matter of the target shardings passed in
-``abstract_state``; Orbax reshards.
+a warning and the previous one is used. On several processes they agree: a step is used only if every process could
+read its part, else all of them fall back together. A skipped step is set aside (moved to ``<directory>.unreadable/``
+on a local disk, deleted in a bucket) so that the resumed run can write that step again. Restoring into a different
+mesh is a matter of the target shardings passed in ``abstract_state``; Orbax reshards.
+
+A write that fails (a full disk, a bucket that keeps failing after the client's retries) raises
+:class:`CheckpointWriteError`, naming the step, the directory and the process, at the next :meth:`Checkpointer.save`
+or :meth:`Checkpointer.wait` (asynchronous writes fail in the background); the step is left uncommitted, which Orbax
+never lists as a checkpoint and removes on the next start.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import time
 from typing import Any
 
 from absl import logging
+import jax
+import numpy as np
 import orbax.checkpoint as ocp
 from orbax.checkpoint.checkpoint_managers import preservation_policy as pp
 
 from attnjax import fs
 
 ITEMS = ("state", "data", "meta")
+
+
+class CheckpointWriteError(RuntimeError):
+  """Writing a checkpoint step failed; the step is not a checkpoint (the previous ones are intact)."""
+
+
+def _process() -> str:
+  return f"process {jax.process_index()} of {jax.process_count()} (host {socket.gethostname()}, pid {os.getpid()})"
+
+
+def _first_line(e: BaseException) -> str:
+  text = str(e).strip().splitlines()
+  return text[0][:1000] if text else type(e).__name__
 
 
 class Checkpointer:
@@ -60,21 +85,71 @@ class Checkpointer:
                                            enable_async_checkpointing=async_save, create=True,
                                            cleanup_tmp_directories=True)
     self.manager = ocp.CheckpointManager(self.directory, item_names=ITEMS, options=options)
+    self._in_flight = None  # the step whose asynchronous write may still fail
+    self._background_error = None  # how this process's asynchronous write failed (see wait)
+    self._record_background_errors()
+
+  def _record_background_errors(self) -> None:
+    """Keeps the error of a failed asynchronous write of this process as Orbax's finalize thread meets it (a
+    wrapper around its checkpointer's ``wait_until_finished``: private Orbax attributes, skipped if absent)."""
+    checkpointer = getattr(self.manager, "_checkpointer", None)
+    original = getattr(checkpointer, "wait_until_finished", None)
+    if original is None:
+      return
+
+    def wait_until_finished():
+      try:
+        return original()
+      except BaseException as e:
+        self._background_error = e
+        raise
+
+    checkpointer.wait_until_finished = wait_until_finished
 
   def save(self, step: int, state, data_state: dict, metrics: dict | None = None, *, force: bool = False,
            meta: dict | None = None) -> bool:
     """Saves ``state`` and the data position (and ``meta``, small JSON bookkeeping) as ``step``."""
-    saved = self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                                            data=ocp.args.JsonSave(data_state),
-                                                            meta=ocp.args.JsonSave(dict(meta or {}))),
-                              metrics=metrics, force=force)
+    self.wait()  # Orbax would wait for the previous asynchronous write anyway: its failure is reported as its own
+    try:
+      saved = self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                                              data=ocp.args.JsonSave(data_state),
+                                                              meta=ocp.args.JsonSave(dict(meta or {}))),
+                                metrics=metrics, force=force)
+    except Exception as e:  # pylint: disable=broad-except
+      raise self._write_error(e, step) from e
     if saved:
+      self._in_flight = step
       logging.info("checkpoint: saving step %d to %s%s", step, self.directory,
                    f" with {metrics}" if metrics else "")
     return saved
 
   def wait(self) -> None:
-    self.manager.wait_until_finished()
+    if jax.process_count() > 1:
+      # Multi-host: Orbax's finalize thread, on a failed write of this process (a full disk, a bucket that keeps
+      # failing), meets the other processes at a barrier while they wait at their commit barrier for this process's
+      # part: both sides would wait for Orbax's timeout (AsyncOptions.timeout_secs, 10 minutes). The fault harness
+      # found this with a bucket outage longer than gcsfs' retries. Here the failure is raised as soon as it is known:
+      # the process then exits (see train_and_evaluate), which ends the others' wait.
+      holder = getattr(self.manager, "_finalize_thread", None)
+      thread = holder.get() if hasattr(holder, "get") else None
+      while thread is not None and thread.is_alive() and self._background_error is None:
+        thread.join(0.1)
+      if self._background_error is not None:
+        raise self._write_error(self._background_error) from self._background_error
+    try:
+      self.manager.wait_until_finished()
+    except Exception as e:  # pylint: disable=broad-except
+      raise self._write_error(e) from e
+    self._in_flight = None
+
+  def _write_error(self, e: BaseException, step: int | None = None) -> CheckpointWriteError:
+    """``e`` from Orbax as a :class:`CheckpointWriteError` naming what failed: the write in flight, if it failed in
+    the background (e.g. ``No space left on device``), else the step being saved."""
+    failed = self._in_flight if step is None else step
+    self._in_flight = self._background_error = None
+    return CheckpointWriteError(
+        f"checkpoint: writing step {failed} to {self.directory} failed on {_process()}: {type(e).__name__}: "
+        f"{_first_line(e)}. That step is not a checkpoint; the ones before it are unaffected.")
 
   def steps(self) -> list[int]:
     return sorted(self.manager.all_steps())
@@ -101,18 +176,51 @@ class Checkpointer:
     candidates = [step] if step is not None else sorted(self.steps(), reverse=True)
     for candidate in candidates:
       try:
-        restored = self.manager.restore(candidate, args=ocp.args.Composite(
+        restored, error = self.manager.restore(candidate, args=ocp.args.Composite(
             state=ocp.args.StandardRestore(abstract_state), data=ocp.args.JsonRestore(),
-            meta=ocp.args.JsonRestore()))
+            meta=ocp.args.JsonRestore())), None
       except Exception as e:  # pylint: disable=broad-except
-        if step is not None:
+        if step is not None and jax.process_count() == 1:
           raise
-        logging.warning("checkpoint: step %d in %s is unreadable (%s: %s); falling back to the previous step",
-                        candidate, self.directory, type(e).__name__, str(e).splitlines()[0][:200])
-        continue
-      logging.info("checkpoint: restored step %d from %s", candidate, self.directory)
-      return restored["state"], restored["data"], candidate, dict(restored["meta"] or {})
+        restored, error = None, e
+      # Every process reads its own part: all of them must have read this step, or they would resume from different
+      # steps (different parameters, data positions and step counts: a hang at the first collective they disagree on).
+      failed = _processes_that_failed(error is not None)
+      if not failed:
+        logging.info("checkpoint: restored step %d from %s", candidate, self.directory)
+        return restored["state"], restored["data"], candidate, dict(restored["meta"] or {})
+      reason = f"{type(error).__name__}: {_first_line(error)[:300]}" if error is not None else "see its log"
+      if step is not None:
+        raise RuntimeError(f"checkpoint: step {candidate} in {self.directory} is unreadable on process(es) {failed}"
+                           f" (this one, {_process()}: {reason})") from error
+      logging.warning("checkpoint: step %d in %s is unreadable on process(es) %s (here: %s); falling back to the "
+                      "previous step", candidate, self.directory, failed, reason if error is not None else "read fine")
+      self._set_aside(candidate)
     return None
+
+  def _set_aside(self, step: int) -> None:
+    """Moves an unreadable step out of the way (on every process's say-so, see :meth:`restore`): left in place it
+    would stop the resumed run from saving that step again (Orbax refuses an existing step). On a local disk it goes
+    to ``<directory>.unreadable/<step>-<time>`` for inspection; in a bucket (no atomic rename) it is deleted."""
+    if jax.process_index() == 0:
+      source = self.directory / str(step)
+      try:
+        if fs.is_url(self.directory):
+          source.rmtree()
+          where = "deleted"
+        else:
+          target = self.directory.parent / f"{self.directory.name}.unreadable" / f"{step}-{int(time.time())}"
+          target.parent.mkdir(parents=True, exist_ok=True)
+          os.replace(source, target)
+          where = f"moved to {target}"
+        logging.warning("checkpoint: unreadable step %d %s", step, where)
+      except Exception as e:  # pylint: disable=broad-except
+        logging.warning("checkpoint: could not set aside unreadable step %d (%s: %s)", step, type(e).__name__,
+                        _first_line(e))
+    if jax.process_count() > 1:
+      from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+      multihost_utils.sync_global_devices(f"attnjax checkpoint set aside {step}")
+    self.manager.reload()
 
   def restore_params(self, abstract_params, step: int):
     """Only the parameters of ``step`` (an Orbax partial restore of ``state.params``: the optimiser state is never
@@ -129,3 +237,12 @@ class Checkpointer:
   def close(self) -> None:
     self.manager.wait_until_finished()
     self.manager.close()
+
+
+def _processes_that_failed(failed_here: bool) -> list[int]:
+  """The indices of the processes for which ``failed_here`` is True (one all-gather when there are several)."""
+  if jax.process_count() == 1:
+    return [0] if failed_here else []
+  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+  flags = np.asarray(multihost_utils.process_allgather(np.array([failed_here]))).reshape(-1)
+  return [int(i) for i in np.flatnonzero(flags)]

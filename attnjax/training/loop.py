@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import logging as py_logging
+import os
 import signal
+import socket
 import time
 
 from absl import logging
@@ -21,8 +23,10 @@ from attnjax.data.tasks import Vocabularies, load_task
 from attnjax.models.registry import build_model
 from attnjax.training import partitioning, provenance, steps, summaries
 from attnjax.training.checkpointing import Checkpointer
+from attnjax.training.watchdog import PeerWatchdog, exit_now, peer_timeout_seconds, this_process
 from attnjax.training.optim import make_optimizer
 from attnjax.training.state import abstract_with_sharding, create_train_state
+
 
 def maybe_initialize_distributed(cfg) -> None:
   """``jax.distributed.initialize`` when the config (i.e. the launcher) asks for it; before any device is touched."""
@@ -31,9 +35,12 @@ def maybe_initialize_distributed(cfg) -> None:
   if cfg.cpu_collectives:
     jax.config.update("jax_cpu_collectives_implementation", cfg.cpu_collectives)
   kwargs = {k: cfg[k] for k in ("coordinator_address", "num_processes", "process_id") if cfg[k] is not None}
+  # a frozen peer (SIGSTOP, a paused VM) stops heartbeating: JAX aborts the others after this; the peer watchdog
+  # (half of it) explains first which process hung
+  kwargs["heartbeat_timeout_seconds"] = 2 * peer_timeout_seconds(cfg)
   jax.distributed.initialize(**kwargs)  # on TPU VMs / SLURM every argument is discovered from the environment
-  logging.info("distributed: process %d of %d, %d local / %d global devices", jax.process_index(),
-               jax.process_count(), jax.local_device_count(), jax.device_count())
+  logging.info("distributed: process %d of %d on host %s (pid %d), %d local / %d global devices", jax.process_index(),
+               jax.process_count(), socket.gethostname(), os.getpid(), jax.local_device_count(), jax.device_count())
 
 
 class _QuietLibraries(py_logging.Filter):
@@ -259,14 +266,40 @@ def train_and_evaluate(config, workdir: str, on_step=None, *, allow_config_chang
   model, data or optimiser stops with the list of differences unless ``allow_config_change``. ``on_step(step)``, if
   given, is called after every optimizer step (profilers, tests that interrupt the run). ``train.time_limit_minutes``
   counts the training time of the whole run, across restarts (it is kept in every checkpoint).
+
+  On several processes, a process that cannot go on ends at once instead of raising: an error here (a peer died under
+  a collective, a full disk under a checkpoint write, ...) leaves its peers blocked in collectives and barriers, and
+  Python's exit would wait for Orbax's background writer, itself blocked on a barrier with a dead peer, until the
+  distributed runtime's heartbeat timeout. The error is logged with this process's index and host and the process
+  exits with status 1; a hung peer ends it with :data:`PEER_TIMEOUT_EXIT_CODE` (see :class:`PeerWatchdog`). Either
+  way every process is to be restarted, and training resumes from the newest complete checkpoint.
   """
   maybe_initialize_distributed(config.distributed)
+  watchdog = PeerWatchdog.start_if_multihost(config.distributed, str(fs.join(workdir, "checkpoints")))
+  try:
+    return _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog)
+  except BaseException as e:  # pylint: disable=broad-except
+    if watchdog is None:
+      raise
+    exit_now(1, f"{this_process()} failed while {watchdog.where}: {type(e).__name__}: {e}\nExiting without "
+              f"waiting for the other processes or for checkpoint writes in flight (a step is a checkpoint only once "
+              f"every process has written its part). Restart all processes to resume from the newest complete "
+              f"checkpoint in {fs.join(workdir, 'checkpoints')}.", exc=e)
+    raise  # not reached
+  finally:
+    if watchdog is not None:
+      watchdog.stop()
+
+
+def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog) -> dict:
+  where = (lambda text: setattr(watchdog, "where", text)) if watchdog is not None else (lambda text: None)
   config_lib.validate(config)
   provenance.check_resume(workdir, config, allow_change=allow_config_change)  # before config.json is overwritten
   exp = Experiment(config, workdir)
   _check_best_metric(config.train.best_metric, exp.metrics)  # an evaluation of a checkpoint ranks nothing
   config_lib.save_config(config, workdir)
   t = config.train
+  where("restoring the newest checkpoint")
   start = exp.restore()
   seconds_before = float(exp.meta.get("train_seconds", 0.0))
   if start:
@@ -284,6 +317,7 @@ def train_and_evaluate(config, workdir: str, on_step=None, *, allow_config_chang
   step = start
   with _Preemption() as preemption:
     while step < t.steps:
+      where(f"training step {step + 1}")
       local = next(exp.train_batches)
       batch = steps.global_batch(local, exp.mesh, exp.rules)
       shape_key = tuple((key, local[key].shape) for key in sorted(local))
@@ -315,19 +349,23 @@ def train_and_evaluate(config, workdir: str, on_step=None, *, allow_config_chang
         window_tokens, window_flops, window_start = 0.0, 0.0, time.perf_counter()
       stop = out_of_time = False
       if is_sync_point(step, t):
+        where(f"at the sync point after step {step}")
         stop, out_of_time = preemption.agreed(
             bool(t.time_limit_minutes) and train_seconds() > 60 * t.time_limit_minutes)
       evaluate_now = step % t.eval_every == 0 or step == t.steps or out_of_time
       meta = {"train_seconds": train_seconds()}
       if evaluate_now and not stop:
+        where(f"evaluating step {step}")
         last_eval, signatures = exp.evaluate(limit=config.eval.num_decode_examples)
         logging.info("eval at step %d on %s: %s%s", step, config.eval.split,
                      "  ".join(f"{k} {v:.4f}" for k, v in last_eval.items()),
                      "".join(f"\n  {k} signature: {s}" for k, s in signatures.items()))
         summaries.log(writer, step, last_eval, "eval")
+        where(f"saving step {step}")
         exp.checkpointer.save(step, exp.state, exp.train_batches.state(), metrics=last_eval, force=True, meta=meta)
         window_start = time.perf_counter()  # evaluation time is not training throughput
       elif step % t.checkpoint_every == 0 or stop:
+        where(f"saving step {step}")
         exp.checkpointer.save(step, exp.state, exp.train_batches.state(), force=True, meta=meta)
       if stop:
         logging.warning("preempted: checkpoint of step %d written, exiting", step)
@@ -336,6 +374,7 @@ def train_and_evaluate(config, workdir: str, on_step=None, *, allow_config_chang
         logging.warning("train.time_limit_minutes=%s reached at step %d (%.1f training minutes over the whole run): "
                         "evaluated, checkpointed, stopping", t.time_limit_minutes, step, train_seconds() / 60)
         break
+  where(f"finishing the checkpoint writes after step {step}")
   exp.checkpointer.wait()
   exp.checkpointer.close()
   if writer is not None:

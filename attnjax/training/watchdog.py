@@ -1,0 +1,142 @@
+"""Multi-host failure handling for the training loop: a peer watchdog that names a hung process, and the immediate
+exit of a process that cannot go on (see :func:`attnjax.training.loop.train_and_evaluate`)."""
+
+from __future__ import annotations
+
+import logging as py_logging
+import os
+import socket
+import sys
+import threading
+import time
+
+from absl import logging
+import jax
+
+PEER_TIMEOUT_EXIT_CODE = 75  # EX_TEMPFAIL: a peer hung; restart all processes to resume
+
+
+def peer_timeout_seconds(cfg) -> int:
+  """``config.distributed.peer_timeout_seconds``, checked: seconds of silence after which a peer process counts as
+  hung. :class:`PeerWatchdog` gives up after this long; jax.distributed's heartbeat timeout is set to twice it (JAX's
+  own default, 100 s, for the default 50), so that the watchdog's message comes first."""
+  seconds = cfg.get("peer_timeout_seconds", 50)
+  if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
+    raise ValueError(f"config.distributed.peer_timeout_seconds={seconds!r}: must be a whole number of seconds >= 1")
+  return seconds
+
+
+def this_process() -> str:
+  return f"process {jax.process_index()} of {jax.process_count()} (host {socket.gethostname()}, pid {os.getpid()})"
+
+
+def exit_now(code: int, message: str, exc: BaseException | None = None) -> None:
+  """Logs ``message`` (and ``exc``'s traceback) and ends the process at once: no atexit handlers, no joining of
+  threads. What a multi-host process does when it cannot go on (see :func:`train_and_evaluate`)."""
+  logging.error("%s", message, exc_info=exc)
+  for handler in py_logging.getLogger().handlers + [logging.get_absl_handler()]:
+    try:
+      handler.flush()
+    except Exception:  # pylint: disable=broad-except
+      pass
+  sys.stderr.flush()
+  os._exit(code)  # pylint: disable=protected-access
+
+
+class PeerWatchdog:
+  """Multi-host: a peer that hangs must not hold the other processes forever, and they must say which one it is.
+
+  A frozen process (SIGSTOP, a hung kernel, a paused VM) keeps its sockets open, so the others wait in their next
+  collective or barrier; jax.distributed's heartbeat check eventually aborts them with "Terminating process because
+  the JAX distributed service detected fatal errors", naming a task number but no host and no way forward. This
+  watchdog runs in a daemon thread of every process: every ``timeout / 10`` seconds it bumps this process's counter in
+  the coordination service's key-value store and reads everyone's. A peer whose counter has not moved for ``timeout``
+  seconds (local clock), or a coordination service that has not answered for that long (process 0, which hosts it,
+  is the one hung), ends this process with a message naming that process and its host, what this one was doing, and
+  exit code :data:`PEER_TIMEOUT_EXIT_CODE`. Nothing is lost that a restart does not recover: a save in flight is
+  never taken for a checkpoint (Orbax commits a step only when every process has written its part).
+
+  Not covered: a process whose main thread hangs while the process itself runs on (a deadlock); its counter moves.
+  """
+
+  _PREFIX = "attnjax/watchdog/"
+
+  def __init__(self, timeout: int, checkpoint_dir: str):
+    from orbax.checkpoint import multihost  # pylint: disable=g-import-not-at-top
+    self.client = multihost.get_jax_distributed_client()  # the coordination service jax.distributed connected
+    self.timeout, self.checkpoint_dir = timeout, checkpoint_dir
+    self.interval = max(timeout / 10, 0.2)
+    self.where = "starting"  # what this process is doing, for the message (set by the loop)
+    self.me, self.count = jax.process_index(), jax.process_count()
+    self._ticks = 0
+    self._answered = time.monotonic()  # last time the coordination service answered
+    self._seen: dict[int, tuple[str, float]] = {}  # peer -> (its counter, local time it last changed)
+    self._hosts: dict[int, str] = {}
+    self._done = threading.Event()
+    self.client.key_value_set(f"{self._PREFIX}host/{self.me}", f"{socket.gethostname()}, pid {os.getpid()}",
+                              allow_overwrite=True)
+    start = time.monotonic()
+    self._seen = {p: ("", start) for p in range(self.count) if p != self.me}
+    threading.Thread(target=self._tick_loop, name="attnjax-peer-ticks", daemon=True).start()
+    threading.Thread(target=self._check_loop, name="attnjax-peer-watchdog", daemon=True).start()
+
+  @classmethod
+  def start_if_multihost(cls, distributed_config, checkpoint_dir: str):
+    if jax.process_count() == 1:
+      return None
+    return cls(peer_timeout_seconds(distributed_config), checkpoint_dir)
+
+  def _tick_loop(self):
+    while not self._done.is_set():
+      try:
+        self._ticks += 1
+        self.client.key_value_set(f"{self._PREFIX}tick/{self.me}", str(self._ticks), allow_overwrite=True)
+        entries = dict(self.client.key_value_dir_get(self._PREFIX))
+      except Exception:  # pylint: disable=broad-except
+        entries = None  # the coordination service is gone or hung: _check_loop notices the silence
+      if entries is not None:
+        now = time.monotonic()
+        self._answered = now
+        for key, value in entries.items():
+          kind, _, process = key[len(self._PREFIX):].rpartition("/")
+          if not process.isdigit() or int(process) == self.me:
+            continue
+          if kind == "host":
+            self._hosts[int(process)] = value
+          elif kind == "tick" and self._seen.get(int(process), ("", 0.0))[0] != value:
+            self._seen[int(process)] = (value, now)
+      self._done.wait(self.interval)
+
+  def _check_loop(self):
+    last = time.monotonic()
+    while not self._done.wait(self.interval):
+      now = time.monotonic()
+      if now - last > self.timeout / 2:  # this process itself was stopped or starved: nobody else is to blame yet
+        self._answered = now
+        self._seen = {p: (tick, now) for p, (tick, _) in self._seen.items()}
+      last = now
+      if now - self._answered > self.timeout:
+        self._give_up(0, now - self._answered, ", which hosts the coordination service, has not answered")
+      for peer, (tick, changed) in list(self._seen.items()):
+        if tick == "done":
+          continue
+        if now - changed > self.timeout:
+          self._give_up(peer, now - changed, " has not been heard from")
+
+  def _give_up(self, peer: int, silent: float, how: str):
+    if self._done.is_set():
+      return
+    host = self._hosts.get(peer, "host unknown")
+    exit_now(PEER_TIMEOUT_EXIT_CODE,
+              f"peer timeout: {this_process()} gives up while {self.where}: process {peer} ({host}){how} for "
+              f"{silent:.0f} s (config.distributed.peer_timeout_seconds={self.timeout}): it died, hangs or is cut off. Stop it and "
+              f"restart all processes: training resumes from the newest complete checkpoint in "
+              f"{self.checkpoint_dir}.")
+
+  def stop(self):
+    """This process is done with training (its peers may take a little longer): they stop watching it."""
+    self._done.set()
+    try:
+      self.client.key_value_set(f"{self._PREFIX}tick/{self.me}", "done", allow_overwrite=True)
+    except Exception:  # pylint: disable=broad-except
+      pass

@@ -1,0 +1,31 @@
+"""Multi30k English→German at CPU scale: the Transformer arm of the baselines table and the three ablations of
+issue 14 (3 + 3 layers, d_model 256, 4 heads, d_ff 1024, pre-norm, dropout 0.3; the recipe and budget every arm
+shares are in :func:`attnjax.recipes.multi30k_cpu`; ``transformer_small.py`` is the README's earlier 55-minute run).
+
+    python -m launch.launch --experiment=experiments/multi30k/transformer.py --workdir_root=runs/study
+    python -m launch.launch --experiment=experiments/multi30k/transformer.py --sweep=heads --workdir_root=runs/study
+    python -m launch.launch ... --sweep=heads --config.seed=1      # the second seed of every point
+
+The paper's depths 3/6/12/24 (Vaswani et al. Table 3 row C varies N from 2 to 8) become 1/2/3/6 layers per side:
+29k training pairs and a 30-minute budget cannot train a 12- or 24-layer model, which would be compared undertrained.
+"""
+
+from attnjax import recipes
+from attnjax.config import base_config
+from attnjax.data.tasks import use_task
+
+SWEEPS = {
+    "heads": [{"name": f"heads{h}", "overrides": {"model.num_heads": h}} for h in (1, 4, 8, 16)],
+    "layers": [{"name": f"layers{n}", "overrides": {"model.num_encoder_layers": n, "model.num_decoder_layers": n}}
+               for n in (1, 2, 3, 6)],
+    "positional": [{"name": p, "overrides": {"model.positional": p}}
+                   for p in ("sinusoidal", "learned", "relative", "t5")],
+    "seeds": [{"name": f"seed{s}", "overrides": {"seed": s}} for s in (0, 1)],
+}
+
+
+def get_config():
+  config = base_config()
+  use_task(config, "multi30k_en_de")
+  recipes.multi30k_cpu(config, "transformer")
+  return config

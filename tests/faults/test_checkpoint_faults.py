@@ -1,0 +1,47 @@
+"""What the fault harness found in the checkpointer, pinned cheaply in one process (no training)."""
+
+import os
+
+import numpy as np
+
+from attnjax.training.checkpointing import Checkpointer
+
+
+def _state(value):
+  return {"w": np.full((4,), value, np.float32)}
+
+
+def _abstract():
+  import jax  # pylint: disable=g-import-not-at-top
+  return {"w": jax.ShapeDtypeStruct((4,), np.float32)}
+
+
+def test_an_unreadable_step_is_set_aside_so_that_the_resumed_run_can_save_that_step_again(tmp_path):
+  directory = str(tmp_path / "checkpoints")
+  ckpt = Checkpointer(directory, keep=3, best_metric=None, async_save=False)
+  for step in (4, 8):
+    ckpt.save(step, _state(step), {"position": step}, force=True)
+  ckpt.close()
+  cut = 0
+  for root, _, files in os.walk(os.path.join(directory, "8", "state")):
+    for name in files:
+      if os.path.getsize(os.path.join(root, name)) > 64:
+        with open(os.path.join(root, name), "r+b") as f:
+          f.truncate(16)  # a disk that lost the end of the last write
+        cut += 1
+  assert cut
+
+  ckpt = Checkpointer(directory, keep=3, best_metric=None, async_save=False)
+  state, data, step, _ = ckpt.restore(_abstract())
+  assert step == 4 and data == {"position": 4}
+  np.testing.assert_array_equal(np.asarray(state["w"]), _state(4)["w"])
+  assert ckpt.steps() == [4]
+  assert os.listdir(str(tmp_path / "checkpoints.unreadable"))[0].startswith("8-")  # kept for inspection
+  # the resumed run reaches step 8 again: Orbax refused to save an existing step before the unreadable one was moved
+  ckpt.save(8, _state(8.5), {"position": 8}, force=True)
+  ckpt.wait()
+  assert ckpt.steps() == [4, 8]
+  state, _, step, _ = ckpt.restore(_abstract())
+  assert step == 8
+  np.testing.assert_array_equal(np.asarray(state["w"]), _state(8.5)["w"])
+  ckpt.close()
