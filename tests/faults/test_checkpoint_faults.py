@@ -45,3 +45,19 @@ def test_an_unreadable_step_is_set_aside_so_that_the_resumed_run_can_save_that_s
   assert step == 8
   np.testing.assert_array_equal(np.asarray(state["w"]), _state(8.5)["w"])
   ckpt.close()
+
+
+def test_peer_timeout_is_a_config_key_checked_by_name():
+  import pytest  # pylint: disable=g-import-not-at-top
+  from attnjax.config import base_config  # pylint: disable=g-import-not-at-top
+  from attnjax.training.watchdog import peer_timeout_seconds  # pylint: disable=g-import-not-at-top
+  distributed = base_config().distributed
+  assert peer_timeout_seconds(distributed) == 50
+  distributed.peer_timeout_seconds = 7
+  assert peer_timeout_seconds(distributed) == 7
+  for bad in (0, -3, True):
+    distributed = base_config().distributed
+    with distributed.unlocked():
+      distributed.peer_timeout_seconds = bad
+    with pytest.raises(ValueError, match="config.distributed.peer_timeout_seconds"):
+      peer_timeout_seconds(distributed)
