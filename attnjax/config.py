@@ -224,8 +224,9 @@ def validate(config) -> None:
   unknown = [name for name in e.metrics if name not in allowed]
   if unknown:
     _fail("eval.metrics", f"{unknown} not available for this task (choose from {allowed})")
-  if e.split not in ("train", "validation", "test"):
-    _fail("eval.split", f"must be train, validation or test, got {e.split!r}")
+  splits = tuple(d.splits) if d.get("splits") else ("train", "validation", "test")
+  if e.split not in splits:
+    _fail("eval.split", f"must be one of the task's splits {', '.join(splits)}; got {e.split!r}")
   if len(m.axes) != len(m.shape):
     _fail("mesh.shape", f"has {len(m.shape)} entries for {len(m.axes)} mesh.axes")
   if list(m.shape).count(-1) > 1:

@@ -26,7 +26,8 @@ from attnjax.scoring import evaluate_checkpoint
 from attnjax.training.loop import maybe_initialize_distributed, quiet_orbax_logging
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "training workdir (holds config.json, vocabulary and checkpoints/)")
-_SPLIT = flags.DEFINE_string("split", "test", "the split to evaluate (train, validation or test)")
+_SPLIT = flags.DEFINE_string("split", "test", "the split to evaluate: train, validation, test or another of the task's "
+                             "data.splits (multi30k_en_de: test2017, test_mscoco)")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "best", "'best', 'latest' or a step number")
 _AVERAGE_LAST = flags.DEFINE_integer("average_last", None, "average the parameters of the last N kept checkpoints "
                                      "(Vaswani et al. averaged the last 5 / 20) instead of --checkpoint")

@@ -27,6 +27,9 @@ Written into ``--out`` (a local directory or a URL), all through :mod:`attnjax.f
   score drawn as a gap with its state written in, not as 0.
 * ``curves_<experiment_name, "/" -> "_">.png``: validation headline metric and eval loss against the step, one line
   per run.
+* ``bleu_by_length.png`` and a section of ``results.md``: BLEU by source-sentence length of every evaluated
+  translation run (:mod:`attnjax.report.length`, Bahdanau et al. 2015 Fig. 2); runs evaluated on more than one
+  split (``metrics.test2017.json`` beside ``metrics.test.json``) get an "Other evaluated splits" table.
 * ``results.json``: ``{"roots": [...], "runs": [record, ...]}``, one :func:`read_run` record per run.
 """
 
@@ -102,7 +105,15 @@ def write_report(roots: Iterable[fs.PathLike], out: fs.PathLike) -> str:
   for name, group in curve_groups(records).items():
     if plot_curves(name, group, fs.join(out, curves_file(name))):
       plots[curves_file(name)] = name
-  markdown = render_markdown(records, plots=plots, roots=roots)
+  sections = []
+  from attnjax.report import length  # pylint: disable=g-import-not-at-top
+  rows = length.length_rows(records)
+  if rows:
+    length.plot_length(rows, fs.join(out, "bleu_by_length.png"))
+    sections.append("## BLEU by source length\n\nCorpus BLEU of each source-length bucket of the evaluated split "
+                    "(sentences in the bucket in parentheses); Bahdanau et al. 2015, Fig. 2.\n\n"
+                    + length.length_table(rows) + "\n\n![BLEU by source length](bleu_by_length.png)")
+  markdown = render_markdown(records, plots=plots, roots=roots, sections=sections)
   fs.write_text(fs.join(out, "results.md"), markdown)
   fs.write_json(fs.join(out, "results.json"), {"roots": roots, "runs": records}, indent=1)
   return markdown

@@ -118,6 +118,11 @@ def _read_json_file(path: epath.Path) -> tuple[Any, bool]:
   return (value, True) if isinstance(value, dict) else (None, False)
 
 
+def _scores(metrics: dict | None) -> dict:
+  return {key: value for key, value in (metrics or {}).items()
+          if key in METRIC_TITLES and isinstance(value, (int, float)) and not isinstance(value, bool)}
+
+
 def _metrics_file(workdir: epath.Path) -> epath.Path | None:
   files = {p.name[len("metrics."):-len(".json")]: p for p in workdir.glob("metrics.*.json")}
   for split in SPLIT_PREFERENCE:
@@ -216,7 +221,8 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
     "end", "status" (launch.json's, or None), "returncode", "wall_seconds", "task", "kind" ("translation" |
     "summarization" | "extractive_qa" | None), "model" (config's model section), "label", "headline", "split",
     "metrics_file", "step", "steps", "examples", "scores" ({metric: number}), "state", "unreadable" ([file names]),
-    "launch", "config", "metrics" (the files as read), "eval_curves" ({tag: [[step, value], ...]})}``. ``state`` is what the
+    "launch", "config", "metrics" (the files as read), "other_splits" ({split: scores} of the other
+    metrics files), "eval_curves" ({tag: [[step, value], ...]})}``. ``state`` is what the
     tables show: "evaluated" (the scores), else "running", "pending", "failed", "no evaluation" or "unreadable:
     <file>[, <file>]".
   """
@@ -235,8 +241,13 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
     if not ok:
       unreadable.append(metrics_path.name)
   launch, config = launch or {}, config or {}
-  scores = {key: value for key, value in (metrics or {}).items()
-            if key in METRIC_TITLES and isinstance(value, (int, float)) and not isinstance(value, bool)}
+  scores = _scores(metrics)
+  other_splits = {}  # the other metrics.<split>.json files (a second test set, say): split -> scores
+  for path in sorted(directory.glob("metrics.*.json"), key=lambda p: p.name):
+    if metrics_path is not None and path.name != metrics_path.name:
+      other, ok = _read_json_file(path)
+      if ok and other:
+        other_splits[other.get("split") or path.name[len("metrics."):-len(".json")]] = _scores(other)
 
   task = (config.get("data") or {}).get("task")
   model = config.get("model") if isinstance(config.get("model"), dict) else None
@@ -270,7 +281,7 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
       "step": (metrics or {}).get("step"), "steps": (metrics or {}).get("steps"),
       "examples": (metrics or {}).get("examples"), "scores": scores,
       "state": state, "unreadable": unreadable, "launch": launch or None, "config": config or None,
-      "metrics": metrics, "eval_curves": {},
+      "metrics": metrics, "other_splits": other_splits, "eval_curves": {},
   }
   record["target"] = record["target"] or config.get("target")
   if curves:

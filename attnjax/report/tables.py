@@ -173,13 +173,27 @@ def curves_file(experiment_name: str) -> str:
   return f"curves_{_slug(experiment_name)}.png"
 
 
-def render_markdown(records: list[dict], *, plots: dict[str, str] | None = None, roots: Iterable[str] = ()) -> str:
+def other_splits_table(records: list[dict]) -> str | None:
+  """A row per (run, split) for the splits evaluated besides the one the kind tables show, or None."""
+  rows = []
+  for r in records:
+    for split, scores in sorted((r.get("other_splits") or {}).items()):
+      metrics = [m for m in KIND_METRICS.get(r["kind"], ()) if m in scores]
+      rows.append([_escape(r["label"]), _escape(split),
+                   ", ".join(f"{METRIC_TITLES.get(m, m)} {format_score(scores[m])}" for m in metrics) or "—",
+                   _escape(r["run"])])
+  return _table(["model", "split", "scores", "run"], rows) if rows else None
+
+
+def render_markdown(records: list[dict], *, plots: dict[str, str] | None = None, roots: Iterable[str] = (),
+                    sections: Iterable[str] = ()) -> str:
   """``results.md``: the kind tables, the ablation tables (with their plots) and the runs no table could place.
 
   Args:
     records: :func:`read_run` records.
     plots: PNG file name -> title, for the plots written next to results.md (linked from it).
     roots: the ``--runs`` entries, named in the preamble.
+    sections: further markdown sections, placed after the kind tables (BLEU by source length).
   """
   plots = plots or {}
   lines = ["# Results", ""]
@@ -193,6 +207,11 @@ def render_markdown(records: list[dict], *, plots: dict[str, str] | None = None,
   for kind in KINDS:
     if any(r["kind"] == kind and r["task"] and r["label"] for r in records):
       lines += [f"## {KIND_TITLES[kind]}", "", kind_table(kind, records), ""]
+  others_table = other_splits_table(records)
+  if others_table:
+    lines += ["## Other evaluated splits", "", others_table, ""]
+  for section in sections:
+    lines += [section.rstrip("\n"), ""]
   found = sweeps(records)
   if found:
     lines += ["## Ablations", ""]
