@@ -214,6 +214,8 @@ def multi30k_cpu(config, model: str, *, minutes: float = 30.0) -> None:
     raise ValueError(f"multi30k_cpu: unknown model {model!r}")
   d = config.data
   d.dir, d.vocab_size, d.joint_vocab = "../shared/data/multi30k", 8000, True
+  with d.splits.unlocked():  # the other two test sets, for attnjax.evaluate --split=test2017 / test_mscoco
+    d.splits.update(test2017="test_2017_flickr", test_mscoco="test_2017_mscoco")
   d.max_src_len = d.max_tgt_len = 64
   d.max_tokens, d.batch_size = 4096, None
   d.bucket_boundaries = (16, 24, 32, 48)

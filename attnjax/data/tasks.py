@@ -74,8 +74,7 @@ TASKS: dict[str, TaskSpec] = {
                          {"train": "train", "validation": "validation"}, ("exact_match", "f1"), ("exact_match", "f1")),
     # The offline copies in ../shared/data (see experiments/): Multi30k task 1, and SQuAD v1.1 dev split by article.
     "multi30k_en_de": TaskSpec("translation", "parallel_text", {"src_lang": "en", "tgt_lang": "de"},
-                               {"train": "train", "validation": "val", "test": "test_2016_flickr",
-                                "test2017": "test_2017_flickr", "test_mscoco": "test_2017_mscoco"}, _TRANSLATION,
+                               {"train": "train", "validation": "val", "test": "test_2016_flickr"}, _TRANSLATION,
                                ("bleu", "meteor")),
     "squad_v1_dev_by_article": TaskSpec("extractive_qa", "squad_json",
                                         {"path": "dev-v1.1.json.gz", "heldout": {"validation": 0.1, "test": 0.1}},
