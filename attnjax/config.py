@@ -224,9 +224,11 @@ def validate(config) -> None:
   unknown = [name for name in e.metrics if name not in allowed]
   if unknown:
     _fail("eval.metrics", f"{unknown} not available for this task (choose from {allowed})")
-  splits = tuple(d.splits) if d.get("splits") else ("train", "validation", "test")
+  splits = ("train", "validation", "test") + tuple(s for s in (d.get("splits") or {}) if s not in
+                                                   ("train", "validation", "test"))
   if e.split not in splits:
-    _fail("eval.split", f"must be one of the task's splits {', '.join(splits)}; got {e.split!r}")
+    _fail("eval.split", f"must be train, validation, test or another of config.data.splits ({', '.join(splits)}); "
+          f"got {e.split!r}")
   if len(m.axes) != len(m.shape):
     _fail("mesh.shape", f"has {len(m.shape)} entries for {len(m.axes)} mesh.axes")
   if list(m.shape).count(-1) > 1:
