@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 
-.PHONY: quickstart test bench aot mutants faults clean
+.PHONY: quickstart test bench aot mutants faults study clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,16 +18,18 @@ quickstart: $(VENV)/.installed
 	$(PY) -m attnjax.quickstart
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --maxschedchunk=1 --durations=15
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist=loadgroup --no-loadscope-reorder -m 'not aot' --durations=15
 
 # Benchmarks compare against torch, a benchmark-only extra: the CPU build (2.13.0 lies on this machine's disk).
 bench: $(VENV)/.installed
 	$(PY) -m pip install --quiet 'torch==2.13.0'
 	$(PY) -m benchmarks.kernels
 
-# Compile every experiment of the study for its default target (TPU topologies need libtpu, in the test extra) and
-# write the cost table: per-device memory, fit, estimated step time and device-hours.
+# The full-size compile test (Transformer base with splash attention for a TPU v5e 4x4, ~4 minutes; `make test` runs a
+# Multi30k-sized Transformer for a TPU v4 instead), then every experiment of the study compiled for its default target
+# (TPU topologies need libtpu, in the test extra) into the cost table: per-device memory, fit, step time, device-hours.
 aot: $(VENV)/.installed
+	$(PY) -m pytest -q -m aot tests/test_experiments.py
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.compile --all --out=docs/study_cost.md
 
 # Mutation check (issue 12): one-line corruptions of the papers' equations (sqrt(d_model), sqrt(d_k), causal mask,
@@ -42,6 +44,27 @@ mutants: $(VENV)/.installed
 # 2 cores; FAULTS_FLAGS=--quick runs the CI subset (tests/faults/test_faults.py).
 faults: $(VENV)/.installed
 	JAX_PLATFORMS=cpu $(PY) -m tools.faults --faults=20 $(FAULTS_FLAGS)
+
+# The seed study's claims at CPU scale (issue 14; needs ../shared/data): every arm and every ablation point trains for
+# the same 30 minutes on this 2-core machine, one after the other, and its best checkpoint by validation BLEU is
+# scored on the test sets; then the second language pair, position extrapolation (string reversal, minutes per run)
+# and the size sweep of the scaling-law fit. About 40 runs, 20 hours; a re-run skips the runs done and resumes the
+# others. The report (tables, BLEU by length, ablations over seeds, extrapolation, scaling fit) goes to
+# $(STUDY)/report.
+STUDY ?= runs/study
+STUDY_LAUNCH = JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(STUDY)
+study: $(VENV)/.installed
+	set -e; for arm in lstm_seq2seq lstm_bahdanau transformer convs2s; do \
+	  $(STUDY_LAUNCH) --experiment=experiments/multi30k/$$arm.py --split=test,test2017; done
+	$(STUDY_LAUNCH) --experiment=experiments/multi30k/lstm_luong.py --sweep=scores --split=test,test2017
+	set -e; for sweep in heads layers positional; do \
+	  $(STUDY_LAUNCH) --experiment=experiments/multi30k/transformer.py --sweep=$$sweep --seeds=0,1 \
+	    --split=test,test2017; done
+	set -e; for arm in transformer lstm_bahdanau; do \
+	  $(STUDY_LAUNCH) --experiment=experiments/manythings_en_fr/$$arm.py; done
+	$(STUDY_LAUNCH) --experiment=experiments/reverse_positions.py --sweep=positional --seeds=0,1 --split=validation,test
+	$(STUDY_LAUNCH) --experiment=experiments/manythings_en_fr/transformer.py --sweep=size --split=validation
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=$(STUDY) --out=$(STUDY)/report
 
 clean:
 	rm -rf $(VENV) build *.egg-info

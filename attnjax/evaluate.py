@@ -1,8 +1,8 @@
-"""Evaluate a checkpoint: restore its parameters, predict every example of one split, score, write the predictions.
+"""Evaluate a checkpoint: restore its parameters, predict every example of a split, score, write the predictions.
 
-    python -m attnjax.evaluate --workdir=DIR [--split=test] [--checkpoint=best|latest|STEP] [--average_last=N]
-                               [--data_dir=DIR] [--metrics=bleu,chrf,ter,meteor] [--eval beam_size=8 ...]
-                               [--heatmap=PATH] [--limit=N]
+    python -m attnjax.evaluate --workdir=DIR [--split=test[,test2017,...]] [--checkpoint=best|latest|STEP]
+                               [--average_last=N] [--data_dir=DIR] [--metrics=bleu,chrf,ter,meteor]
+                               [--eval beam_size=8 ...] [--heatmap=PATH] [--limit=N]
 
 Light by design: workdir → config → vocabulary → model → parameters (no optimiser state) → sharded decoding of the
 split → scores. It never reads the training split nor trains a vocabulary, so it runs where only the workdir and
@@ -12,6 +12,7 @@ as it is if absolute (or a bucket URL), and if relative inside the workdir first
 Every example is scored, in order: over-long sources are truncated for decoding (``truncated_sources`` in the
 output), empty sources decode to an empty line. The hypotheses file has one line per line of the split's reference,
 so ``sacrebleu REFERENCE < hypotheses.<split>.step<N>.txt`` reproduces the BLEU printed here. Process 0 writes.
+Several splits (``--split=test,test2017``) are evaluated one after the other and printed keyed by split.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from attnjax.scoring import evaluate_checkpoint
 from attnjax.training.loop import maybe_initialize_distributed, quiet_orbax_logging
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "training workdir (holds config.json, vocabulary and checkpoints/)")
-_SPLIT = flags.DEFINE_string("split", "test", "the split to evaluate: train, validation, test or another of the task's "
-                             "data.splits (multi30k_en_de: test2017, test_mscoco)")
+_SPLIT = flags.DEFINE_list("split", ["test"], "the split(s) to evaluate, comma-separated, each in turn from the same "
+                           "checkpoint: train, validation, test or another of the task's data.splits "
+                           "(multi30k_en_de: test2017, test_mscoco)")
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "best", "'best', 'latest' or a step number")
 _AVERAGE_LAST = flags.DEFINE_integer("average_last", None, "average the parameters of the last N kept checkpoints "
                                      "(Vaswani et al. averaged the last 5 / 20) instead of --checkpoint")
@@ -72,15 +74,20 @@ def main(argv):
       raise app.UsageError(f"--eval takes KEY=VALUE, got {item!r}")
     overrides[key] = _parse(value)
   maybe_initialize_distributed(distributed_from_flags())
-  try:
-    result = evaluate_checkpoint(_WORKDIR.value, split=_SPLIT.value, checkpoint=_CHECKPOINT.value,
-                                 average_last=_AVERAGE_LAST.value, data_dir=_DATA_DIR.value, limit=_LIMIT.value,
-                                 heatmap=_HEATMAP.value, eval_overrides=overrides,
-                                 metrics=None if _METRICS.value is None else tuple(_METRICS.value))
-  except MetricUnavailableError as e:
-    raise SystemExit(f"error: {e}") from None
-  if jax.process_index() == 0:
-    print(json.dumps(result, indent=2))
+  if not _SPLIT.value:
+    raise app.UsageError("--split is empty: name at least one split (e.g. --split=test,test2017)")
+  results = {}
+  for i, split in enumerate(_SPLIT.value):
+    try:
+      results[split] = evaluate_checkpoint(_WORKDIR.value, split=split, checkpoint=_CHECKPOINT.value,
+                                           average_last=_AVERAGE_LAST.value, data_dir=_DATA_DIR.value,
+                                           limit=_LIMIT.value, heatmap=_HEATMAP.value if i == 0 else None,
+                                           eval_overrides=overrides,
+                                           metrics=None if _METRICS.value is None else tuple(_METRICS.value))
+    except MetricUnavailableError as e:
+      raise SystemExit(f"error: {e}") from None
+  if jax.process_index() == 0:  # one split: its result, as before; several: the results keyed by split
+    print(json.dumps(results[_SPLIT.value[0]] if len(results) == 1 else results, indent=2))
 
 
 if __name__ == "__main__":

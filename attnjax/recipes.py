@@ -180,11 +180,12 @@ def _sgd(config, *, lr: float, steps: int, decay_start: int, decay_every: int, c
   _steps(config, steps)
 
 
-def multi30k_cpu(config, model: str, *, minutes: float = 30.0) -> None:
-  """The seed study's baselines at CPU scale on Multi30k (29k training pairs; issue 14): every arm the same
-  wall-clock budget (``train.time_limit_minutes``) on 2 CPU cores, the same data, vocabulary (joint 8k SentencePiece),
-  token batches (4,096 target tokens), label smoothing 0.1 and evaluation (beam 4, α 0.6, the best checkpoint by
-  validation BLEU), sized and regularised for the small-data regime rather than as the papers trained on WMT:
+def cpu_study(config, model: str, *, minutes: float = 30.0) -> None:
+  """The seed study's baselines at CPU scale (issue 14; the data: :func:`multi30k_cpu`, :func:`manythings_cpu`):
+  every arm the same wall-clock budget (``train.time_limit_minutes``) on 2 CPU cores, the same data, vocabulary
+  (joint 8k SentencePiece), token batches (4,096 target tokens), label smoothing 0.1 and evaluation (beam 4, α 0.6,
+  the best checkpoint by validation BLEU), sized and regularised for the small-data regime rather than as the papers
+  trained on WMT:
 
   * ``lstm_seq2seq``: Sutskever et al., 2 layers of 256, the source reversed, no attention;
   * ``lstm_bahdanau``: bidirectional encoder, additive attention; ``lstm_luong_{dot,general,concat}``: Luong's
@@ -202,7 +203,7 @@ def multi30k_cpu(config, model: str, *, minutes: float = 30.0) -> None:
   elif model.startswith("lstm_"):
     attention = {"lstm_seq2seq": None, "lstm_bahdanau": "bahdanau"}.get(model, model[len("lstm_"):])
     if attention not in (None, "bahdanau", "luong_dot", "luong_general", "luong_concat"):
-      raise ValueError(f"multi30k_cpu: unknown model {model!r}")
+      raise ValueError(f"cpu_study: unknown model {model!r}")
     _model(config, name="rnn_seq2seq", cell="lstm", attention=attention, embed_dim=256, hidden_dim=256,
            num_layers=1 if attention == "bahdanau" else 2, bidirectional_encoder=attention == "bahdanau",
            reverse_source=attention is None, input_feeding=bool(attention and attention.startswith("luong")),
@@ -211,11 +212,9 @@ def multi30k_cpu(config, model: str, *, minutes: float = 30.0) -> None:
     _model(config, name="convs2s", embed_dim=256, hidden_dim=256, encoder_layers=6, decoder_layers=6,
            kernel_width=3, dropout_rate=0.2, max_length=256, dtype="float32")
   else:
-    raise ValueError(f"multi30k_cpu: unknown model {model!r}")
+    raise ValueError(f"cpu_study: unknown model {model!r}")
   d = config.data
-  d.dir, d.vocab_size, d.joint_vocab = "../shared/data/multi30k", 8000, True
-  with d.splits.unlocked():  # the other two test sets, for attnjax.evaluate --split=test2017 / test_mscoco
-    d.splits.update(test2017="test_2017_flickr", test_mscoco="test_2017_mscoco")
+  d.vocab_size, d.joint_vocab = 8000, True
   d.max_src_len = d.max_tgt_len = 64
   d.max_tokens, d.batch_size = 4096, None
   d.bucket_boundaries = (16, 24, 32, 48)
@@ -229,3 +228,20 @@ def multi30k_cpu(config, model: str, *, minutes: float = 30.0) -> None:
   e = config.eval
   e.split, e.decode, e.beam_size, e.alpha, e.max_len_a, e.max_len_b = "validation", "beam", 4, 0.6, 1.5, 10
   e.num_decode_examples, e.batch_size = 500, 64
+
+
+def multi30k_cpu(config, model: str, *, minutes: float = 30.0) -> None:
+  """:func:`cpu_study` on the offline Multi30k task 1 copy (``use_task(config, "multi30k_en_de")`` first), with its
+  2017 test sets as extra splits (``attnjax.evaluate --split=test2017`` / ``test_mscoco``)."""
+  cpu_study(config, model, minutes=minutes)
+  d = config.data
+  d.dir = "../shared/data/multi30k"
+  with d.splits.unlocked():
+    d.splits.update(test2017="test_2017_flickr", test_mscoco="test_2017_mscoco")
+
+
+def manythings_cpu(config, model: str, *, minutes: float = 30.0) -> None:
+  """:func:`cpu_study` on the offline Tatoeba/manythings English→French pairs (``use_task(config,
+  "manythings_en_fr")`` first): 142,787 pairs, 5% each held out for validation and test by source sentence."""
+  cpu_study(config, model, minutes=minutes)
+  config.data.dir = "../shared/data/manythings_eng_fra"

@@ -15,6 +15,9 @@ Manifests: ``<workdir_root>/launches/<time>.json`` records the launch (experimen
 exact commands of every point, start and end times, statuses); each run's ``launch.json`` records its own, which
 ``python -m attnjax.report`` reads. Re-running the same launch skips points already done and resumes the others from
 their checkpoints. ``--dry_run`` prints every command (gcloud and sbatch included) and executes none.
+
+Seeds: ``--seeds=0,1`` trains every point once per seed (``--config.seed=N``), each in ``<point>/seed<N>``; the report
+gives each point's mean and spread over its seeds.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ _WORKDIR_ROOT = None
 _DRY_RUN = None
 _SPLIT = None
 _POINTS = None
+_SEEDS = None
 _ZONE = None
 _PROJECT = None
 _SPOT = None
@@ -54,15 +58,17 @@ _PROCESSES = None
 
 
 def define_flags() -> None:
-  global _EXPERIMENT, _SWEEP, _TARGET, _WORKDIR_ROOT, _DRY_RUN, _SPLIT, _POINTS, _ZONE, _PROJECT, _SPOT, _REPO_URL
-  global _TPU_PREFIX, _SUBMIT, _PARTITION, _TIME_LIMIT, _PROCESSES
+  global _EXPERIMENT, _SWEEP, _TARGET, _WORKDIR_ROOT, _DRY_RUN, _SPLIT, _POINTS, _SEEDS, _ZONE, _PROJECT, _SPOT
+  global _REPO_URL, _TPU_PREFIX, _SUBMIT, _PARTITION, _TIME_LIMIT, _PROCESSES
   _EXPERIMENT = flags.DEFINE_string("experiment", None, "experiment file (experiments/<task>/<model>.py)")
   _SWEEP = flags.DEFINE_string("sweep", None, "a named sweep of the experiment (its SWEEPS); none: one run")
   _TARGET = flags.DEFINE_string("target", None, "target (attnjax/targets.py); default: the experiment's own")
   _WORKDIR_ROOT = flags.DEFINE_string("workdir_root", None, "where runs and manifests go (a gs:// bucket or a path)")
   _DRY_RUN = flags.DEFINE_bool("dry_run", False, "print every command, execute none")
-  _SPLIT = flags.DEFINE_string("split", "test", "the split evaluated after training")
+  _SPLIT = flags.DEFINE_string("split", "test", "the split(s) evaluated after training, comma-separated "
+                               "(attnjax.evaluate's --split), e.g. test,test2017")
   _POINTS = flags.DEFINE_list("points", None, "only these points of the sweep")
+  _SEEDS = flags.DEFINE_list("seeds", None, "train every point once per seed (config.seed), in <point>/seed<N>")
   # TPU VM
   _ZONE = flags.DEFINE_string("zone", None, "TPU VM zone (e.g. us-central2-b)")
   _PROJECT = flags.DEFINE_string("project", None, "Google Cloud project (default: gcloud's)")
@@ -104,6 +110,21 @@ def sweep_points(module, sweep: str | None, only=None) -> list[dict]:
   return points
 
 
+def parse_seeds(seeds, config_overrides=()) -> list[int] | None:
+  """``--seeds`` as distinct integers (None: one run per point, with the experiment's own seed)."""
+  if seeds is None:
+    return None
+  try:
+    parsed = [int(s) for s in seeds]
+  except ValueError:
+    raise ValueError(f"--seeds={','.join(map(str, seeds))}: seeds are integers, e.g. --seeds=0,1") from None
+  if not parsed or len(set(parsed)) != len(parsed):
+    raise ValueError(f"--seeds={','.join(map(str, seeds))}: give distinct seeds, e.g. --seeds=0,1")
+  if any(o.startswith("--config.seed=") for o in config_overrides):
+    raise ValueError("--seeds and --config.seed both set the seed: give one of them")
+  return parsed
+
+
 def git_commit() -> str:
   try:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
@@ -126,9 +147,10 @@ def _now() -> str:
 
 def launch(experiment: str, *, workdir_root: str, sweep: str | None = None, target: str | None = None,
            config_overrides: list[str] | None = None, dry_run: bool = False, split: str = "test", points=None,
-           zone: str | None = None, project: str | None = None, spot: bool = False, repo_url: str | None = None,
-           tpu_prefix: str = "attnjax", submit: bool = True, partition: str | None = None,
-           time_limit: str = "24:00:00", local_processes: int = 1, python: str = sys.executable) -> dict:
+           seeds=None, zone: str | None = None, project: str | None = None, spot: bool = False,
+           repo_url: str | None = None, tpu_prefix: str = "attnjax", submit: bool = True,
+           partition: str | None = None, time_limit: str = "24:00:00", local_processes: int = 1,
+           python: str = sys.executable) -> dict:
   """Launches every point (see the module docstring); returns the launch manifest."""
   module = _module(experiment)
   default_target = module.get_config().target
@@ -140,6 +162,7 @@ def launch(experiment: str, *, workdir_root: str, sweep: str | None = None, targ
                      f"{default_target!r}); give it a `target` parameter and call attnjax.targets.use_target")
   config_spec = f"{experiment}:{target_name}" if takes_target else experiment
   chosen = sweep_points(module, sweep, points)
+  seeds = parse_seeds(seeds, config_overrides or ())
   relative = os.path.relpath(os.path.abspath(experiment), os.path.abspath("experiments"))
   stem = os.path.splitext(os.path.basename(experiment) if relative.startswith("..") else relative)[0]
   stem = stem.replace(os.sep, "/")
@@ -170,18 +193,21 @@ def launch(experiment: str, *, workdir_root: str, sweep: str | None = None, targ
   if not dry_run and isinstance(backend, backends.Slurm) and submit:
     backends.require_tool("sbatch", "the GPU target submits SLURM jobs")
   failures = 0
-  for point in chosen:
-    workdir = str(root / stem / (sweep or "single") / point["name"])
-    flags_ = [_value_flag(k, v) for k, v in point["overrides"].items()] + list(config_overrides or [])
-    p = backends.Point(point["name"], workdir, flags_, config_spec)
+  for point, seed in [(point, seed) for point in chosen for seed in (seeds or [None])]:
+    workdir = root / stem / (sweep or "single") / point["name"]
+    workdir = str(workdir if seed is None else workdir / f"seed{seed}")
+    flags_ = [_value_flag(k, v) for k, v in point["overrides"].items()]
+    flags_ += ([] if seed is None else [_value_flag("seed", seed)]) + list(config_overrides or [])
+    run_name = point["name"] if seed is None else f"{point['name']}-seed{seed}"  # TPU VM and sbatch names
+    p = backends.Point(run_name, workdir, flags_, config_spec)
     record = {"experiment": experiment, "experiment_name": stem, "sweep": sweep, "point": point["name"],
-              "overrides": point["overrides"], "extra_overrides": list(config_overrides or []), "target": target_name,
-              "commit": commit, "workdir": workdir, "start": None, "end": None, "status": "pending",
-              "returncode": None, "wall_seconds": None}
+              "seed": seed, "overrides": point["overrides"], "extra_overrides": list(config_overrides or []),
+              "target": target_name, "commit": commit, "workdir": workdir, "start": None, "end": None,
+              "status": "pending", "returncode": None, "wall_seconds": None}
     if isinstance(backend, backends.TpuVm):
       record["commands"] = backend.commands(p, split, launch_name)
     elif isinstance(backend, backends.Slurm):
-      script = str(root / "slurm" / f"{launch_name}-{point['name']}.sbatch")
+      script = str(root / "slurm" / f"{launch_name}-{run_name}.sbatch")
       record["commands"] = backend.commands(p, split, launch_name, script)
       record["sbatch_script"] = script
     else:
@@ -197,7 +223,7 @@ def launch(experiment: str, *, workdir_root: str, sweep: str | None = None, targ
     run_manifest = fs.join(workdir, "launch.json")
     previous = fs.read_json(run_manifest) if run_manifest.exists() else None
     if previous and previous.get("status") == "done":
-      logging.info("%s: already done (%s), skipped", point["name"], workdir)
+      logging.info("%s: already done (%s), skipped", run_name, workdir)
       record.update(status="done", start=previous.get("start"), end=previous.get("end"),
                     returncode=previous.get("returncode"), wall_seconds=previous.get("wall_seconds"))
       continue
@@ -225,7 +251,7 @@ def launch(experiment: str, *, workdir_root: str, sweep: str | None = None, targ
     fs.write_json(run_manifest, record, indent=1)
     if record["status"] == "failed":
       failures += 1
-      logging.error("%s failed (exit %s): see %s", point["name"], record["returncode"], workdir)
+      logging.error("%s failed (exit %s): see %s", run_name, record["returncode"], workdir)
     fs.write_json(manifest_path, manifest, indent=1)
   manifest["end"] = _now()
   if not dry_run:
@@ -263,13 +289,14 @@ def main(argv):
   try:
     manifest = launch(_EXPERIMENT.value, workdir_root=_WORKDIR_ROOT.value, sweep=_SWEEP.value, target=_TARGET.value,
                       config_overrides=_OVERRIDES, dry_run=_DRY_RUN.value, split=_SPLIT.value, points=_POINTS.value,
-                      zone=_ZONE.value, project=_PROJECT.value, spot=_SPOT.value, repo_url=_REPO_URL.value,
-                      tpu_prefix=_TPU_PREFIX.value, submit=_SUBMIT.value, partition=_PARTITION.value,
-                      time_limit=_TIME_LIMIT.value, local_processes=_PROCESSES.value)
+                      seeds=_SEEDS.value, zone=_ZONE.value, project=_PROJECT.value, spot=_SPOT.value,
+                      repo_url=_REPO_URL.value, tpu_prefix=_TPU_PREFIX.value, submit=_SUBMIT.value,
+                      partition=_PARTITION.value, time_limit=_TIME_LIMIT.value, local_processes=_PROCESSES.value)
   except (ValueError, FileNotFoundError, RuntimeError) as e:
     raise SystemExit(f"error: {e}") from None
   if not _DRY_RUN.value:
-    print(json.dumps({p["point"]: p["status"] for p in manifest["points"]}, indent=1))
+    print(json.dumps({p["point"] + ("" if p["seed"] is None else f"-seed{p['seed']}"): p["status"]
+                      for p in manifest["points"]}, indent=1))
   if manifest["failures"]:
     raise SystemExit(f"{manifest['failures']} point(s) failed")
 

@@ -34,16 +34,17 @@ def rng():
   return np.random.default_rng(0)
 
 
-# The slowest tests (by `--durations` of CI runs), started first: with `make test`'s `--maxschedchunk=1` pytest-xdist
-# hands tests out one at a time in collection order, so the long ones spread over the workers at the start instead of
-# one of them, collected last, keeping a worker busy after the other has finished (the suite's tail was ~7 minutes).
+# The slowest tests (by `--durations` of CI runs), started first: `make test` runs pytest-xdist with `--dist=loadgroup
+# --no-loadscope-reorder`, which hands work out in collection order, a test or an `xdist_group` at a time, so the long
+# ones spread over the workers at the start instead of one of them, collected last, keeping a worker busy after the
+# other has finished (the suite's tail was ~7 minutes).
 SLOW_FIRST = (
     "tests/test_quickstart.py",
     "tests/faults/test_faults.py",
     "tests/launch/test_launch.py",
+    "tests/training/test_sharded_training.py",
     "tests/test_experiments.py::test_compile_tool",
     "tests/cloud/test_gcs_workdir.py",
-    "tests/training/test_sharded_training.py",
     "tests/models/test_transformer.py::test_transformer_conforms",
     "tests/training/test_span_qa_training.py",
     "tests/training/test_checkpointing.py",
@@ -52,8 +53,23 @@ SLOW_FIRST = (
     "tests/test_decoding.py",
 )
 
+# Modules whose module-scoped fixture trains a model or runs a sweep (one to two minutes): each runs on one worker as
+# a group, so that the fixture is built once rather than once per worker.
+ONE_WORKER = (
+    "tests/launch/test_launch.py",
+    "tests/training/test_sharded_training.py",
+    "tests/training/test_checkpointing.py",
+    "tests/training/test_sharded_evaluation.py",
+    "tests/training/test_evaluate_metrics.py",
+)
 
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
   def rank(item):
     return next((i for i, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix)), len(SLOW_FIRST))
   items.sort(key=rank)  # stable: the order within each group is kept
+  for item in items:
+    module = item.nodeid.split("::")[0]
+    if module in ONE_WORKER:
+      item.add_marker(pytest.mark.xdist_group(module))

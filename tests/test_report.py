@@ -181,6 +181,27 @@ def test_report_tables_plots_and_json(runs, tmp_path):
   assert records["broken"]["state"] == "unreadable: metrics.test.json"
 
 
+def test_a_point_run_with_several_seeds_gets_its_mean_and_range(tmp_path):
+  root, base = tmp_path / "runs", "multi30k/transformer"
+  bleu = {("heads1", 0): 30.5, ("heads1", 1): 31.75, ("heads8", 0): 34.0, ("heads8", 1): 33.0, ("heads8", 2): 35.5}
+  for i, ((point, seed), value) in enumerate(bleu.items()):
+    _run(root / "heads" / point / f"seed{seed}",
+         launch=_launch(base, sweep="heads", point=point, start=f"2025-01-02T{10 + i:02d}:00:00+00:00"),
+         config={**_config("multi30k_en_de", TRANSFORMER_BASE), "seed": seed},
+         metrics={"step": 30, "steps": [30], "examples": 1000, "bleu": value})
+  _run(root / "heads" / "heads16" / "seed0", launch=_launch(base, sweep="heads", point="heads16", status="failed",
+                                                            start="2025-01-02T20:00:00+00:00"),
+       config={**_config("multi30k_en_de", TRANSFORMER_BASE), "seed": 0})
+  markdown = report.render_markdown(report.collect([str(root)], curves=False))
+  rows = _table_rows(markdown, "Over random seeds")
+  assert [(r["point"], r["random seeds"], r["scored runs"], r["BLEU mean"], r["BLEU min–max"]) for r in rows] == [
+      ("heads1", "0, 1", "2", "31.12", "30.50–31.75"),  # (30.5 + 31.75) / 2 = 31.125
+      ("heads8", "0, 1, 2", "3", "34.17", "33.00–35.50"),
+      ("heads16", "0", "0", "—", "—")]  # failed: no score, not a 0
+  one_seed = [r for r in report.collect([str(root)], curves=False) if r["run"].endswith("seed0")]
+  assert report.seed_table(report.sweeps(one_seed)[0]) is None  # one run per point: no such table
+
+
 def test_runs_without_config_are_placed_from_their_experiment(tmp_path):
   root = tmp_path / "launch"
   _run(root / "big", launch=_launch("wmt14_en_fr/transformer_big", status="pending", start=None, wall_seconds=None))

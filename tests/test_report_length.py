@@ -1,5 +1,6 @@
 """BLEU by source length (attnjax.report.length): the bucketing by hand-counted words, per-bucket corpus BLEU, and the
-report section written from a run workdir whose test split is read back through its own data config."""
+report section written from a run workdir whose test split is read back through its own data config; and exact match
+by length on the reversal task (position extrapolation)."""
 
 import gzip
 import json
@@ -74,3 +75,48 @@ def test_report_scores_each_length_bucket_of_a_run_and_lists_its_other_test_set(
   os.remove(run / "hypotheses.test.step10.txt")  # a run without its hypotheses is left out, not scored as 0
   markdown = report.write_report([str(tmp_path / "runs")], str(tmp_path / "report2"))
   assert "## BLEU by source length" not in markdown
+
+
+def test_extrapolation_section_gives_exact_match_per_length_over_both_splits(tmp_path):
+  """Two reversal runs written by hand: exact match per source length, validation lengths pooled, test lengths one
+  column each; the synthetic runs stay out of the BLEU-by-length table."""
+  from attnjax.data import synthetic  # pylint: disable=g-import-not-at-top
+  config = base_config()
+  config.data.task = "reverse"
+  config.data.validation_examples = config.data.test_examples = 40
+  splits = {s: synthetic.make_examples("reverse", s, 40, seed=0) for s in ("validation", "test")}
+  expected = {}
+  for name, positional in (("a", "learned"), ("b", "t5")):
+    config.model.positional = positional
+    run = tmp_path / "runs" / name
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(config.to_json_best_effort())
+    for split, examples in splits.items():
+      # run a gets every example right; run b misses every test string of odd length and the first validation one
+      hypotheses = [t if name == "a" or (len(s) % 2 == 0 if split == "test" else i > 0) else t[::-1] + "x"
+                    for i, (s, t) in enumerate(examples)]
+      (run / f"hypotheses.{split}.step5.txt").write_text("".join(h + "\n" for h in hypotheses))
+      (run / f"metrics.{split}.json").write_text(json.dumps(
+          {"split": split, "step": 5, "examples": 40, "exact_match": 0.0,
+           "hypotheses": f"/elsewhere/hypotheses.{split}.step5.txt"}))
+      for (s, t), h in zip(examples, hypotheses):
+        total, right = expected.setdefault((name, split, len(s)), [0, 0])
+        expected[(name, split, len(s))] = [total + 1, right + (h == t)]
+
+  out = tmp_path / "report"
+  markdown = report.write_report([str(tmp_path / "runs")], str(out))
+  assert "## BLEU by source length" not in markdown
+  lines = markdown[markdown.index("## Position extrapolation"):].splitlines()
+  header = [c.strip() for c in next(line for line in lines if line.startswith("| positions")).strip("|").split("|")]
+  test_lengths = sorted({n for (_, split, n) in expected if split == "test"})
+  assert header[2] == "lengths 3–12 (validation)" and header[3:] == [f"length {n}" for n in test_lengths]
+  for name, positional in (("a", "learned"), ("b", "t5")):
+    row = next(line for line in lines if line.startswith(f"| {positional} | {name} |"))
+    cells = [c.strip() for c in row.strip("|").split("|")][2:]
+    pooled = [sum(v[i] for (r, split, _), v in expected.items() if r == name and split == "validation") for i in (0, 1)]
+    assert cells[0] == f"{100 * pooled[1] / pooled[0]:.1f}"
+    for n, cell in zip(test_lengths, cells[1:]):
+      total, right = expected[(name, "test", n)]
+      assert cell == f"{100 * right / total:.1f}", (name, n)
+      assert (cell == "100.0") == (name == "a" or n % 2 == 0)
+  assert (out / "extrapolation.png").read_bytes().startswith(PNG_MAGIC)

@@ -72,10 +72,16 @@ TASKS: dict[str, TaskSpec] = {
                          {"train": "train", "validation": "validation"}, ("exact_match", "f1"), ("exact_match", "f1")),
     "squad_v2": TaskSpec("extractive_qa", "tfds_squad", {"tfds_name": "squad/v2.0"},
                          {"train": "train", "validation": "validation"}, ("exact_match", "f1"), ("exact_match", "f1")),
-    # The offline copies in ../shared/data (see experiments/): Multi30k task 1, and SQuAD v1.1 dev split by article.
+    # The offline copies in ../shared/data (see experiments/): Multi30k task 1, manythings English–French, and
+    # SQuAD v1.1 dev split by article.
     "multi30k_en_de": TaskSpec("translation", "parallel_text", {"src_lang": "en", "tgt_lang": "de"},
                                {"train": "train", "validation": "val", "test": "test_2016_flickr"}, _TRANSLATION,
                                ("bleu", "meteor")),
+    # Tatoeba/manythings English→French (142,787 pairs, one TSV), split by hashed source sentence: a source sentence
+    # with several translations is in one split only.
+    "manythings_en_fr": TaskSpec("translation", "tsv",
+                                 {"path": "eng-fra.txt.gz", "heldout": {"validation": 0.05, "test": 0.05}}, {},
+                                 _TRANSLATION, ("bleu", "meteor")),
     "squad_v1_dev_by_article": TaskSpec("extractive_qa", "squad_json",
                                         {"path": "dev-v1.1.json.gz", "heldout": {"validation": 0.1, "test": 0.1}},
                                         {}, ("exact_match", "f1"), ("exact_match", "f1")),

@@ -19,7 +19,7 @@ A model is a ``flax.linen.Module`` with four methods, all called through ``model
     decoding, T > 1 for a prefill), and the returned cache includes it. Logits equal teacher forcing's at the same
     positions. ``attention`` (when requested and the model has encoder-decoder attention) is ``[B, T, S]``: the
     cross-attention weights used for alignment plots (for multi-head / multi-layer models: the last layer, averaged
-    over heads).
+    over heads; the Transformer also takes ``return_attention="heads"`` for the last layer per head, ``[B, N, T, S]``).
 
 ``__call__(src, tgt_in, src_mask=None, *, deterministic=True) -> logits [B, T, V]``
     Teacher forcing: ``decode(tgt_in, encode(src, src_mask)).logits``.

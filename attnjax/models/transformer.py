@@ -312,7 +312,8 @@ class Transformer(nn.Module):
     """Teacher forcing over ``tgt_in [B, T]`` (no cache) or T more steps from a cache; see the interface.
 
     Packed rows (teacher forcing only) pass ``segment_ids``/``positions [B, T]`` as in :meth:`encode`; target segment
-    k attends only to source segment k.
+    k attends only to source segment k. ``return_attention="heads"`` returns the last layer's cross-attention per
+    head, ``[B, N, T, S]``, instead of its mean over heads.
     """
     t = tgt_in.shape[1]
     start = None if cache is None else cache["index"][0]  # rows decode in lockstep
@@ -341,7 +342,8 @@ class Transformer(nn.Module):
       x = self.decoder_norm(x)
     logits = self.tgt_embed.attend(x) if self.tie_decoder_embeddings else self.logits_dense(x.astype(jnp.float32))
     new_cache = None if cache is None else {"index": cache["index"] + t, "layers": tuple(new_layers)}
-    attention = None if weights is None else weights.mean(axis=1)  # [B, N, T, S] -> [B, T, S]
+    # the last layer's cross-attention, averaged over heads [B, T, S], or per head [B, N, T, S] ("heads")
+    attention = weights if weights is None or return_attention == "heads" else weights.mean(axis=1)
     return DecoderOutput(logits.astype(jnp.float32), new_cache, attention)
 
   def __call__(self, src, tgt_in, src_mask=None, *, src_segment_ids=None, tgt_segment_ids=None, src_positions=None,

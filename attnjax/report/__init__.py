@@ -21,7 +21,8 @@ Written into ``--out`` (a local directory or a URL), all through :mod:`attnjax.f
 * ``results.md`` (also printed): one table per task kind (translation, summarization, question answering), a row
   per run and a column per (task, metric), each of our scores (2 decimals) followed by the seed's reported score
   ``(seed X)`` where :data:`SEED_REPORTED` has one, and the run's budget (steps, wall time, hardware, sweep point);
-  then one table per ablation sweep; then runs that fit no table. A run without numbers shows why in its cells:
+  then one table per ablation sweep (and, where a point has several scored runs, random seeds, its mean and
+  min–max); then runs that fit no table. A run without numbers shows why in its cells:
   ``running``, ``pending``, ``failed``, ``no evaluation`` or ``unreadable: <file>``; never 0 or an empty cell.
 * ``ablation_<sweep>.png``: the headline metric (BLEU / ROUGE-L / F1) against the sweep's points, a point without a
   score drawn as a gap with its state written in, not as 0.
@@ -30,6 +31,10 @@ Written into ``--out`` (a local directory or a URL), all through :mod:`attnjax.f
 * ``bleu_by_length.png`` and a section of ``results.md``: BLEU by source-sentence length of every evaluated
   translation run (:mod:`attnjax.report.length`, Bahdanau et al. 2015 Fig. 2); runs evaluated on more than one
   split (``metrics.test2017.json`` beside ``metrics.test.json``) get an "Other evaluated splits" table.
+* ``scaling_<experiment>.png`` and a section: for a sweep named ``size``, best validation NLL against non-embedding
+  parameters and the fit of L(N) = (N_c / N)^α with its standard error (:mod:`attnjax.report.scaling`).
+* ``extrapolation.png`` and a section: exact match by source length of every evaluated run of the synthetic
+  ``reverse`` task, whose test strings are longer than its training strings (position extrapolation).
 * ``results.json``: ``{"roots": [...], "runs": [record, ...]}``, one :func:`read_run` record per run.
 """
 
@@ -42,8 +47,8 @@ from attnjax.report.runs import (
     HEADLINE, KINDS, KIND_METRICS, KIND_TITLES, LABEL_ORDER, METRIC_TITLES, NOT_COMPUTED, RUN_FILES, SEED_REPORTED,
     SKIPPED_DIRS, SPLIT_PREFERENCE, TASK_KINDS, collect, find_runs, model_label, read_run)
 from attnjax.report.tables import (
-    curve_groups, curves_file, format_score, format_seed, format_wall, kind_table, render_markdown, sweep_table,
-    sweeps)
+    curve_groups, curves_file, format_score, format_seed, format_wall, kind_table, render_markdown, seed_table,
+    sweep_table, sweeps)
 from attnjax.report.plots import plot_ablation, plot_curves
 from attnjax.report.tensorboard import read_records, read_scalars
 
@@ -75,6 +80,7 @@ __all__ = [
     "read_run",
     "read_scalars",
     "render_markdown",
+    "seed_table",
     "sweep_table",
     "sweeps",
     "write_report",
@@ -113,6 +119,17 @@ def write_report(roots: Iterable[fs.PathLike], out: fs.PathLike) -> str:
     sections.append("## BLEU by source length\n\nCorpus BLEU of each source-length bucket of the evaluated split "
                     "(sentences in the bucket in parentheses); Bahdanau et al. 2015, Fig. 2.\n\n"
                     + length.length_table(rows) + "\n\n![BLEU by source length](bleu_by_length.png)")
+  rows = length.extrapolation_rows(records)
+  if rows:
+    length.plot_extrapolation(rows, fs.join(out, "extrapolation.png"))
+    sections.append("## Position extrapolation\n\nExact match (%) of string reversal by source length: the "
+                    "validation split has the training lengths, the test split only longer strings.\n\n"
+                    + length.extrapolation_table(rows) + "\n\n![Position extrapolation](extrapolation.png)")
+  from attnjax.report import scaling  # pylint: disable=g-import-not-at-top
+  for name, points in scaling.scaling_points(records).items():
+    plot = f"scaling_{name.replace('/', '_')}.png"
+    scaling.plot_scaling(name, points, fs.join(out, plot))
+    sections.append("## Loss against model size\n\n" + scaling.scaling_section(name, points, plot))
   markdown = render_markdown(records, plots=plots, roots=roots, sections=sections)
   fs.write_text(fs.join(out, "results.md"), markdown)
   fs.write_json(fs.join(out, "results.json"), {"roots": roots, "runs": records}, indent=1)

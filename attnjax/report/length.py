@@ -6,6 +6,11 @@ config (``attnjax.data.tasks.load_split``), and the examples are bucketed by the
 of the source. Each bucket gets its own corpus BLEU (sacreBLEU, default settings), so a bucket's score is the BLEU of
 those sentences alone, as in the paper's figure; each bucket's sentence count is printed beside it.
 
+Position extrapolation (issue 14) is the same idea on the synthetic ``reverse`` task, whose test strings are longer
+than any seen in training: :func:`extrapolation_rows` gives each run's exact match per source length (characters),
+over its validation split (the training lengths) and its test split (the longer ones), as a table and
+``extrapolation.png``.
+
 A run whose data cannot be found, or whose hypotheses file does not have one line per example, is left out with the
 reason logged; the rest of the report does not depend on it.
 """
@@ -54,20 +59,19 @@ def bleu_by_length(sources: list[str], hypotheses: list[str], references: list[s
           for name, (hyps, refs) in zip(bucket_names(edges), groups)]
 
 
-def _hypotheses_file(record: dict):
-  written = (record.get("metrics") or {}).get("hypotheses")
+def _hypotheses_file(workdir: str, metrics: dict | None):
+  written = (metrics or {}).get("hypotheses")
   if not written:
     return None
-  return fs.join(record["workdir"], fs.path(written).name)  # where evaluate wrote it, seen from this workdir
+  return fs.join(workdir, fs.path(written).name)  # where evaluate wrote it, seen from this workdir
 
 
-def run_buckets(record: dict, edges=EDGES) -> list[dict] | None:
-  """:func:`bleu_by_length` of one :func:`attnjax.report.runs.read_run` record, or None (reason logged)."""
-  if record.get("kind") != "translation" or record.get("state") != "evaluated" or not record.get("config"):
-    return None
-  path = _hypotheses_file(record)
+def _split_and_hypotheses(record: dict, split: str, metrics: dict | None, what: str):
+  """``(examples, hypotheses)`` of one evaluated split of a run, read through the run's own data config, or None
+  (reason logged)."""
+  path = _hypotheses_file(record["workdir"], metrics)
   if path is None or not fs.exists(path):
-    logging.warning("BLEU by length: %s has no hypotheses file", record["run"])
+    logging.warning("%s: %s has no hypotheses file for %s", what, record["run"], split)
     return None
   from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
   from attnjax.data import tasks  # pylint: disable=g-import-not-at-top
@@ -77,15 +81,32 @@ def run_buckets(record: dict, edges=EDGES) -> list[dict] | None:
     data.update(ml_collections.ConfigDict(record["config"]["data"]))
   try:
     tasks.resolve_data_dir(data, record["workdir"])
-    examples = tasks.load_split(data, record["split"])
+    examples = tasks.load_split(data, split)
   except Exception as e:  # pylint: disable=broad-except  (an optional section: never the report's failure)
-    logging.warning("BLEU by length: %s: cannot read its %s split (%s)", record["run"], record["split"], e)
+    logging.warning("%s: %s: cannot read its %s split (%s)", what, record["run"], split, e)
     return None
   hypotheses = fs.read_text(path).split("\n")[:-1]
   if len(hypotheses) != len(examples):
-    logging.warning("BLEU by length: %s: %d hypotheses for %d examples in %s", record["run"], len(hypotheses),
+    logging.warning("%s: %s: %d hypotheses for %d examples in %s", what, record["run"], len(hypotheses),
                     len(examples), path)
     return None
+  return examples, hypotheses
+
+
+def _synthetic(record: dict) -> bool:
+  return ((record.get("config") or {}).get("data") or {}).get("source") == "synthetic"
+
+
+def run_buckets(record: dict, edges=EDGES) -> list[dict] | None:
+  """:func:`bleu_by_length` of one :func:`attnjax.report.runs.read_run` record, or None (reason logged). Natural
+  language only: the synthetic tasks have no words (their length study is :func:`extrapolation_rows`)."""
+  if (record.get("kind") != "translation" or record.get("state") != "evaluated" or not record.get("config")
+      or _synthetic(record)):
+    return None
+  read = _split_and_hypotheses(record, record["split"], record.get("metrics"), "BLEU by length")
+  if read is None:
+    return None
+  examples, hypotheses = read
   return bleu_by_length([s for s, _ in examples], hypotheses, [t for _, t in examples], edges)
 
 
@@ -126,4 +147,102 @@ def plot_length(rows: list[tuple[dict, list[dict]]], path: fs.PathLike) -> None:
   ax.grid(alpha=0.3)
   ax.legend(fontsize=7)
   ax.set_title("BLEU by source length", fontsize=9)
+  _write_png(figure, path)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Position extrapolation on the synthetic reversal task
+
+
+def exact_match_by_length(sources: list[str], hypotheses: list[str], references: list[str]) -> dict[int, list[int]]:
+  """``{source length in characters: [examples, exactly right]}``."""
+  if not len(sources) == len(hypotheses) == len(references):
+    raise ValueError(f"exact_match_by_length: {len(sources)} sources, {len(hypotheses)} hypotheses and "
+                     f"{len(references)} references; they must pair up line by line")
+  counts: dict[int, list[int]] = {}
+  for source, hypothesis, reference in zip(sources, hypotheses, references):
+    count = counts.setdefault(len(source), [0, 0])
+    count[0] += 1
+    count[1] += int(hypothesis.strip() == reference.strip())
+  return counts
+
+
+def extrapolation_rows(records: list[dict]) -> list[tuple[dict, dict[str, dict[int, list[int]]]]]:
+  """``[(record, {split: exact_match_by_length})]`` for every evaluated run of the ``reverse`` task, over the splits
+  it was evaluated on (validation: the training lengths; test: longer)."""
+  out = []
+  for record in records:
+    if record.get("task") != "reverse" or record.get("state") != "evaluated" or not record.get("config"):
+      continue
+    by_split = {}
+    for split in sorted({record["split"], *(record.get("other_splits") or {})}):
+      metrics = record.get("metrics") if split == record["split"] else _read_metrics(record["workdir"], split)
+      read = _split_and_hypotheses(record, split, metrics, "Extrapolation")
+      if read is not None:
+        examples, hypotheses = read
+        by_split[split] = exact_match_by_length([s for s, _ in examples], hypotheses, [t for _, t in examples])
+    if by_split:
+      out.append((record, by_split))
+  return out
+
+
+def _read_metrics(workdir: str, split: str) -> dict | None:
+  try:
+    return fs.read_json(fs.join(workdir, f"metrics.{split}.json"))
+  except (OSError, ValueError):
+    return None
+
+
+def _run_label(record: dict, rows) -> str:
+  label = (record.get("model") or {}).get("positional") or record["label"] or record["run"]
+  same = sum(((r.get("model") or {}).get("positional") or r["label"] or r["run"]) == label for r, _ in rows)
+  return label if same == 1 else f"{label} ({record['run']})"
+
+
+def _percent(count) -> str:
+  return f"{100.0 * count[1] / count[0]:.1f}" if count[0] else "—"
+
+
+def extrapolation_table(rows) -> str:
+  """A row per run: exact match (%) over the validation lengths pooled, then at each longer test length."""
+  seen = sorted({n for _, by_split in rows for n in by_split.get("validation", {})})
+  longer = sorted({n for _, by_split in rows for n in by_split.get("test", {})} - set(seen))
+  header = ["positions", "run"]
+  header += [f"lengths {seen[0]}–{seen[-1]} (validation)"] if seen else []
+  header += [f"length {n}" for n in longer]
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  for record, by_split in rows:
+    cells = [_run_label(record, rows), record["run"]]
+    if seen:
+      pooled = [sum(c[i] for c in by_split.get("validation", {}).values()) for i in (0, 1)]
+      cells.append(_percent(pooled))
+    cells += [_percent(by_split.get("test", {}).get(n, [0, 0])) for n in longer]
+    lines.append("| " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def plot_extrapolation(rows, path: fs.PathLike) -> None:
+  """Exact match against the source length, a line per run; a dashed line after the longest validation length."""
+  from attnjax.report.plots import _figure, _write_png  # pylint: disable=g-import-not-at-top
+  figure = _figure(6.0, 3.6)
+  ax = figure.add_subplot()
+  longest_seen = max((n for _, by_split in rows for n in by_split.get("validation", {})), default=None)
+  for record, by_split in rows:
+    merged: dict[int, list[int]] = {}
+    for counts in by_split.values():
+      for n, (total, right) in counts.items():
+        merged.setdefault(n, [0, 0])
+        merged[n][0] += total
+        merged[n][1] += right
+    lengths = sorted(merged)
+    ax.plot(lengths, [100.0 * merged[n][1] / merged[n][0] for n in lengths], "o-", markersize=3,
+            label=_run_label(record, rows))
+  if longest_seen is not None:
+    ax.axvline(longest_seen + 0.5, color="gray", linestyle="--", linewidth=1)
+  ax.set_xlabel("source length (characters); right of the dashed line: longer than any training string")
+  ax.set_ylabel("exact match (%)")
+  ax.set_ylim(-2, 102)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=7)
+  ax.set_title("Position extrapolation: string reversal", fontsize=9)
   _write_png(figure, path)

@@ -42,13 +42,16 @@ KIND_TITLES = {"translation": "Translation", "summarization": "Summarization", "
 KIND_METRICS = {"translation": ("bleu", "meteor", "ter", "chrf"), "summarization": ("rouge1", "rouge2", "rougeL"),
                 "extractive_qa": ("exact_match", "f1")}
 HEADLINE = {"translation": "bleu", "summarization": "rougeL", "extractive_qa": "f1"}
+# The synthetic tasks have one right answer per example: their sweeps and plots rank by exact match, not BLEU.
+TASK_HEADLINE = {"dates": "exact_match", "reverse": "exact_match"}
 METRIC_TITLES = {"bleu": "BLEU", "meteor": "METEOR", "ter": "TER", "chrf": "chrF", "rouge1": "ROUGE-1",
                  "rouge2": "ROUGE-2", "rougeL": "ROUGE-L", "rougeLsum": "ROUGE-Lsum", "exact_match": "EM", "f1": "F1"}
 # Registered tasks (attnjax.data.tasks.TASKS) and the synthetic ones, in the tables' column order; the synthetic
 # seq2seq tasks are scored like translation.
 TASK_KINDS = {
     "wmt14_en_de": "translation", "wmt14_de_en": "translation", "wmt14_en_fr": "translation",
-    "wmt14_fr_en": "translation", "multi30k_en_de": "translation", "dates": "translation", "reverse": "translation",
+    "wmt14_fr_en": "translation", "multi30k_en_de": "translation", "manythings_en_fr": "translation",
+    "dates": "translation", "reverse": "translation",
     "cnn_dailymail": "summarization", "xsum": "summarization",
     "squad_v1": "extractive_qa", "squad_v1_dev_by_article": "extractive_qa", "squad_v2": "extractive_qa",
 }
@@ -61,7 +64,8 @@ LABEL_ORDER = ("LSTM seq2seq", "LSTM + Bahdanau", "LSTM + Luong (dot)", "LSTM + 
 _EXPERIMENT_MODELS = {
     "transformer": {"name": "transformer"}, "transformer_base": {"name": "transformer", "d_model": 512},
     "transformer_big": {"name": "transformer", "d_model": 1024}, "transformer_small": {"name": "transformer"},
-    "dates_transformer": {"name": "transformer"}, "convs2s": {"name": "convs2s"},
+    "dates_transformer": {"name": "transformer"}, "reverse_positions": {"name": "transformer"},
+    "convs2s": {"name": "convs2s"},
     "lstm_seq2seq": {"name": "rnn_seq2seq", "attention": None},
     "lstm_bahdanau": {"name": "rnn_seq2seq", "attention": "bahdanau"},
     "lstm_attention": {"name": "rnn_seq2seq", "attention": "bahdanau"},
@@ -73,7 +77,7 @@ _EXPERIMENT_MODELS = {
     "span_qa_transformer": {"name": "span_qa", "encoder": "transformer"},
 }
 _EXPERIMENT_TASKS = {"multi30k": "multi30k_en_de", "squad": "squad_v1_dev_by_article", "dates_transformer": "dates",
-                     "dates_lstm_bahdanau": "dates"}
+                     "dates_lstm_bahdanau": "dates", "reverse_positions": "reverse"}
 
 NOT_COMPUTED = "—"  # an evaluated run whose evaluation did not compute this metric (METEOR is opt-in)
 
@@ -218,10 +222,10 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
 
   Returns:
     ``{"run", "workdir", "experiment", "experiment_name", "sweep", "point", "overrides", "target", "commit", "start",
-    "end", "status" (launch.json's, or None), "returncode", "wall_seconds", "task", "kind" ("translation" |
-    "summarization" | "extractive_qa" | None), "model" (config's model section), "label", "headline", "split",
-    "metrics_file", "step", "steps", "examples", "scores" ({metric: number}), "state", "unreadable" ([file names]),
-    "launch", "config", "metrics" (the files as read), "other_splits" ({split: scores} of the other
+    "end", "seed" (config.json's), "status" (launch.json's, or None), "returncode", "wall_seconds", "task", "kind"
+    ("translation" | "summarization" | "extractive_qa" | None), "model" (config's model section), "label", "headline",
+    "split", "metrics_file", "step", "steps", "examples", "scores" ({metric: number}), "state", "unreadable" ([file
+    names]), "launch", "config", "metrics" (the files as read), "other_splits" ({split: scores} of the other
     metrics files), "eval_curves" ({tag: [[step, value], ...]})}``. ``state`` is what the
     tables show: "evaluated" (the scores), else "running", "pending", "failed", "no evaluation" or "unreadable:
     <file>[, <file>]".
@@ -274,9 +278,10 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
       "workdir": str(directory),
       **{key: launch.get(key) for key in ("experiment", "experiment_name", "sweep", "point", "overrides", "target",
                                           "commit", "start", "end")},
+      "seed": config.get("seed", launch.get("seed")),
       "status": status, "returncode": launch.get("returncode"), "wall_seconds": launch.get("wall_seconds"),
       "task": task, "kind": kind, "model": model, "label": model_label(model) if model else None,
-      "headline": HEADLINE.get(kind),
+      "headline": TASK_HEADLINE.get(task, HEADLINE.get(kind)),
       "split": split, "metrics_file": metrics_path.name if metrics_path is not None else None,
       "step": (metrics or {}).get("step"), "steps": (metrics or {}).get("steps"),
       "examples": (metrics or {}).get("examples"), "scores": scores,

@@ -122,11 +122,10 @@ def sweeps(records: list[dict]) -> list[dict[str, Any]]:
   for (experiment, sweep), runs in sorted(groups.items()):
     runs = sorted(runs, key=lambda r: (_start_key(r), r["run"]))
     points = list(dict.fromkeys(r["point"] or r["run"] for r in runs))
-    kinds = [r["kind"] for r in runs if r["kind"]]
     # ablation_<sweep>.png; a sweep name that two experiments share gets the experiment in its file name too
     stem = sweep if names.count(sweep) == 1 else f"{experiment}_{sweep}"
     found.append({"experiment_name": experiment, "sweep": sweep, "points": points, "runs": runs,
-                  "headline": HEADLINE.get(kinds[0]) if kinds else None,
+                  "headline": next((r["headline"] for r in runs if r["headline"]), None),
                   "plot": f"ablation_{_slug(stem)}.png"})
   return found
 
@@ -154,6 +153,28 @@ def sweep_table(sweep: dict) -> str:
     rows.append([_escape(r["point"]), _escape(_overrides_text(r["overrides"])), _escape(value), _format_steps(r),
                  format_wall(r["wall_seconds"]), _escape(r["target"]), _escape(status), _escape(r["run"])])
   return _table(header, rows)
+
+
+def seed_table(sweep: dict) -> str | None:
+  """Each point's headline metric over its random seeds (mean, range, number of scored runs), or None when no point
+  has two scored runs. The same point launched under two ``--runs`` roots counts as two runs too."""
+  metric = sweep["headline"]
+  rows, repeated = [], False
+  for point in sweep["points"]:
+    runs = [r for r in sweep["runs"] if (r["point"] or r["run"]) == point]
+    values = [r["scores"][metric] for r in runs if r["state"] == "evaluated" and metric in r["scores"]]
+    seeds = sorted({str(r["seed"]) for r in runs if r["seed"] is not None})
+    repeated |= len(values) > 1
+    if values:
+      mean = format_score(sum(values) / len(values))
+      spread = f"{format_score(min(values))}–{format_score(max(values))}" if len(values) > 1 else "—"
+    else:
+      mean = spread = "—"
+    rows.append([_escape(point), ", ".join(seeds) or "—", str(len(values)), mean, spread])
+  if not repeated:
+    return None
+  title = METRIC_TITLES.get(metric, "headline")
+  return _table(["point", "random seeds", "scored runs", f"{title} mean", f"{title} min–max"], rows)
 
 
 def curve_groups(records: list[dict]) -> dict[str, list[dict]]:
@@ -218,6 +239,9 @@ def render_markdown(records: list[dict], *, plots: dict[str, str] | None = None,
     for sweep in found:
       lines += [f"### {sweep['experiment_name']}: sweep `{sweep['sweep']}`", "",
                 f"Points in launch order: {', '.join(sweep['points'])}.", "", sweep_table(sweep), ""]
+      by_seed = seed_table(sweep)
+      if by_seed:
+        lines += ["Over random seeds (the runs above, by point):", "", by_seed, ""]
       if sweep["plot"] in plots:
         lines += [f"![{sweep['sweep']}]({sweep['plot']})", ""]
   curve_plots = [(name, title) for name, title in plots.items() if name.startswith("curves_")]

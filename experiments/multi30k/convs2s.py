@@ -9,8 +9,6 @@ from attnjax import recipes
 from attnjax.config import base_config
 from attnjax.data.tasks import use_task
 
-SWEEPS = {"seeds": [{"name": f"seed{s}", "overrides": {"seed": s}} for s in (0, 1)]}
-
 
 def get_config():
   config = base_config()

@@ -9,8 +9,7 @@ from attnjax import recipes
 from attnjax.config import base_config
 from attnjax.data.tasks import use_task
 
-SWEEPS = {"scores": [{"name": s, "overrides": {"model.attention": f"luong_{s}"}} for s in ("dot", "general", "concat")],
-          "seeds": [{"name": f"seed{s}", "overrides": {"seed": s}} for s in (0, 1)]}
+SWEEPS = {"scores": [{"name": s, "overrides": {"model.attention": f"luong_{s}"}} for s in ("dot", "general", "concat")]}
 
 
 def get_config():

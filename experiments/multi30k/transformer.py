@@ -4,7 +4,7 @@ shares are in :func:`attnjax.recipes.multi30k_cpu`; ``transformer_small.py`` is 
 
     python -m launch.launch --experiment=experiments/multi30k/transformer.py --workdir_root=runs/study
     python -m launch.launch --experiment=experiments/multi30k/transformer.py --sweep=heads --workdir_root=runs/study
-    python -m launch.launch ... --sweep=heads --config.seed=1      # the second seed of every point
+    python -m launch.launch ... --sweep=heads --seeds=0,1      # every point with seeds 0 and 1, in <point>/seed<N>
 
 The paper's depths 3/6/12/24 (Vaswani et al. Table 3 row C varies N from 2 to 8) become 1/2/3/6 layers per side:
 29k training pairs and a 30-minute budget cannot train a 12- or 24-layer model, which would be compared undertrained.
@@ -20,7 +20,6 @@ SWEEPS = {
                for n in (1, 2, 3, 6)],
     "positional": [{"name": p, "overrides": {"model.positional": p}}
                    for p in ("sinusoidal", "learned", "relative", "t5")],
-    "seeds": [{"name": f"seed{s}", "overrides": {"seed": s}} for s in (0, 1)],
 }
 
 

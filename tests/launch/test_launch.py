@@ -28,7 +28,7 @@ def _launch(*args):
 def sweep_root(tmp_path_factory):
   root = tmp_path_factory.mktemp("study")
   proc = _launch("--experiment=experiments/dates_transformer.py", "--sweep=heads", "--target=cpu",
-                 f"--workdir_root={root}", *TINY)
+                 f"--workdir_root={root}", "--split=test,validation", *TINY)
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
   return root
 
@@ -45,8 +45,9 @@ def test_local_sweep_trains_evaluates_and_records_every_point(sweep_root):
     workdir = point["workdir"]
     config = json.loads(open(os.path.join(workdir, "config.json")).read())
     assert config["model"]["num_heads"] == heads and config["train"]["steps"] == 6
-    metrics = json.loads(open(os.path.join(workdir, "metrics.test.json")).read())
-    assert metrics["step"] == 6 and metrics["examples"] == 16
+    for split in ("test", "validation"):  # --split=test,validation: both, from the best checkpoint
+      metrics = json.loads(open(os.path.join(workdir, f"metrics.{split}.json")).read())
+      assert metrics["step"] == 6 and metrics["examples"] == 16 and metrics["split"] == split
     run = json.loads(open(os.path.join(workdir, "launch.json")).read())
     assert run["status"] == "done" and run["point"] == point["point"]
 
@@ -108,6 +109,29 @@ def test_slurm_dry_run_writes_nothing_and_prints_the_sbatch_script(tmp_path):
           "--config.distributed.initialize=True") in out
   assert f"sbatch {tmp_path}/slurm/wmt14_en_de-convs2s-default.sbatch" in out
   assert not os.listdir(tmp_path)  # a dry run writes nothing
+
+
+def test_seeds_train_every_point_once_per_seed_in_its_own_workdir(tmp_path):
+  manifest = launch_lib.launch("experiments/wmt14_en_de/transformer_base.py", workdir_root=str(tmp_path),
+                               sweep="heads", points=["heads1", "heads8"], seeds=["0", "1"], target="gpu-2x8xh100",
+                               submit=False, config_overrides=["--config.train.steps=10"])
+  base = f"{tmp_path}/wmt14_en_de/transformer_base/heads"
+  assert [(p["point"], p["seed"], p["workdir"]) for p in manifest["points"]] == [
+      ("heads1", 0, f"{base}/heads1/seed0"), ("heads1", 1, f"{base}/heads1/seed1"),
+      ("heads8", 0, f"{base}/heads8/seed0"), ("heads8", 1, f"{base}/heads8/seed1")]
+  for p in manifest["points"]:
+    train = shlex.split(p["commands"]["train"])
+    assert f"--config.seed={p['seed']}" in train and "--config.train.steps=10" in train
+    assert p["sbatch_script"].endswith(f"-{p['point']}-seed{p['seed']}.sbatch") and p["status"] == "written"
+    assert json.loads(open(os.path.join(p["workdir"], "launch.json")).read())["seed"] == p["seed"]
+  assert len({p["sbatch_script"] for p in manifest["points"]}) == 4
+  with pytest.raises(ValueError, match="--seeds=0,0: give distinct seeds"):
+    launch_lib.launch("experiments/dates_transformer.py", workdir_root=str(tmp_path), seeds=["0", "0"], dry_run=True)
+  with pytest.raises(ValueError, match="--seeds=one: seeds are integers"):
+    launch_lib.launch("experiments/dates_transformer.py", workdir_root=str(tmp_path), seeds=["one"], dry_run=True)
+  with pytest.raises(ValueError, match="--seeds and --config.seed both set the seed"):
+    launch_lib.launch("experiments/dates_transformer.py", workdir_root=str(tmp_path), seeds=["1"], dry_run=True,
+                      config_overrides=["--config.seed=3"])
 
 
 def test_bad_input_is_named(tmp_path, monkeypatch):

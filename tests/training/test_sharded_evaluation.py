@@ -202,3 +202,27 @@ def test_translate_writes_one_line_per_input_line_and_n_best_lists(run, tmp_path
     scores = [float(r[1]) for r in rows if int(r[0]) == i]
     assert scores == sorted(scores, reverse=True)  # best first
   assert [r[2] for r in rows if int(r[0]) == 1] == ["", "", ""]  # the empty line
+
+
+def test_attention_maps_per_head_average_to_the_alignment_and_are_drawn(run, tmp_path):
+  """attnjax.report.attention_maps on the trained run: one map per head, each row a distribution over the source
+  pieces, and their mean the head-averaged cross-attention the decoder's own heatmap path returns."""
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from attnjax import inference  # pylint: disable=g-import-not-at-top
+  from attnjax.report import attention_maps  # pylint: disable=g-import-not-at-top
+  workdir, _ = run
+  entry = attention_maps.attention_of(workdir, "test", 0)
+  heads = entry["weights"]
+  assert heads.shape == (4, len(entry["output_pieces"]), len(entry["source_pieces"]))
+  np.testing.assert_allclose(heads.sum(axis=-1), 1.0, atol=1e-5)
+  loaded = inference.load_workdir(workdir, checkpoint="best")
+  src = loaded.vocabularies.src.encode(entry["source"])[:MAX_SRC_LEN]
+  tgt_in = [1] + loaded.vocabularies.tgt.encode(entry["hypothesis"])  # BOS_ID, then the translation
+  model, variables = loaded.model, {"params": loaded.params}
+  memory = model.apply(variables, jnp.asarray([src]), method=model.encode)
+  mean = model.apply(variables, jnp.asarray([tgt_in]), memory, return_attention=True, method=model.decode).attention
+  np.testing.assert_allclose(heads.mean(axis=0), np.asarray(mean[0]), atol=1e-6)
+  with pytest.raises(ValueError, match="--index=40: the test split has 40 examples"):
+    attention_maps.attention_of(workdir, "test", 40)
+  attention_maps.plot_attention(entry, tmp_path / "map.png")
+  assert (tmp_path / "map.png").read_bytes().startswith(b"\x89PNG")

@@ -1,0 +1,129 @@
+"""The scaling-law fit of issue 14: validation loss against model size, L(N) = (N_c / N)^α (Kaplan et al. 2020,
+who report α ≈ 0.076 for language models trained to convergence, N the non-embedding parameters).
+
+A sweep named ``size`` (``experiments/manythings_en_fr/transformer.py``) gives one run per model size. For each run:
+N, the non-embedding parameters of the model its config builds (every parameter outside the token and position
+embeddings, counted from the model's own parameter tree); L, its lowest validation NLL per target token among its
+evaluations (the ``eval/nll`` curve, in nats; label smoothing left out). Runs still running, pending or failed are
+left out, and so is a run whose model cannot be built here (reason logged): the section never fails the report.
+Relative-position tables (Shaw's, T5's) count as non-embedding parameters. The fit is least squares of log L on log N:
+log L = α log N_c − α log N, so α is minus the slope, with its standard error from the residuals (n − 2 degrees of
+freedom) and N_c from the intercept.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from absl import logging
+
+from attnjax import fs
+
+SWEEP = "size"
+QUOTED_ALPHA = 0.076  # Kaplan et al. 2020, eq. 1.1: L(N) = (N_c / N)^0.076, N_c = 8.8e13
+
+
+def non_embedding_params(config: dict) -> int:
+  """Parameters of ``config["model"]`` (a run's config.json) outside its embedding tables."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
+  vocab = int((config.get("data") or {}).get("vocab_size") or 8000)
+  model = build_model(dict(config["model"]), src_vocab_size=vocab, tgt_vocab_size=vocab)
+  tokens = jnp.ones((1, 4), jnp.int32)
+  shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), tokens, tokens))
+  total = 0
+  for path, leaf in jax.tree_util.tree_flatten_with_path(shapes)[0]:
+    if "embed" not in jax.tree_util.keystr(path).lower():
+      total += math.prod(leaf.shape)
+  return total
+
+
+def fit_power_law(n, loss) -> dict:
+  """Least-squares fit of ``log loss = a + b log n``: ``{"alpha" (−b), "alpha_se", "n_c" (exp(a / α)), "r2",
+  "points"}``. Needs at least 3 points of distinct ``n`` (2 would leave no residual to estimate the error)."""
+  x, y = np.log(np.asarray(n, np.float64)), np.log(np.asarray(loss, np.float64))
+  if x.size < 3 or np.unique(x).size < 3:
+    raise ValueError(f"fit_power_law: need at least 3 distinct sizes, got {np.unique(x).size}")
+  xm, ym = x.mean(), y.mean()
+  sxx = float(np.sum((x - xm) ** 2))
+  slope = float(np.sum((x - xm) * (y - ym)) / sxx)
+  intercept = ym - slope * xm
+  residuals = y - (intercept + slope * x)
+  dof = x.size - 2
+  se = math.sqrt(float(np.sum(residuals ** 2)) / dof / sxx)
+  total = float(np.sum((y - ym) ** 2))
+  alpha = -slope
+  return {"alpha": alpha, "alpha_se": se, "n_c": math.exp(intercept / alpha) if alpha else math.inf,
+          "r2": 1.0 - float(np.sum(residuals ** 2)) / total if total else 1.0, "points": int(x.size)}
+
+
+def _best_nll(record: dict) -> float | None:
+  values = [v for _, v in record.get("eval_curves", {}).get("eval/nll", [])]
+  return min(values) if values else None
+
+
+def scaling_points(records: list[dict]) -> dict[str, list[dict]]:
+  """``{experiment_name: [{"run", "point", "n", "loss", "steps"}]}`` for the runs of every ``size`` sweep that have a
+  config and a validation NLL curve, sorted by N."""
+  out: dict[str, list[dict]] = {}
+  for r in records:
+    if r.get("sweep") != SWEEP or not (r.get("config") or {}).get("model"):
+      continue
+    if r["state"] in ("running", "pending", "failed") or r["state"].startswith("unreadable"):
+      continue
+    loss = _best_nll(r)
+    if loss is None:
+      continue
+    try:
+      n = non_embedding_params(r["config"])
+    except Exception as e:  # pylint: disable=broad-except  (an optional section: never the report's failure)
+      logging.warning("scaling: %s: cannot count its parameters (%s: %s)", r["run"], type(e).__name__, e)
+      continue
+    out.setdefault(r["experiment_name"] or r["run"], []).append(
+        {"run": r["run"], "point": r["point"], "n": n, "loss": loss,
+         "steps": max((s for s, _ in r["eval_curves"]["eval/nll"]), default=None)})
+  return {name: sorted(points, key=lambda p: p["n"]) for name, points in out.items()}
+
+
+def scaling_section(name: str, points: list[dict], plot: str) -> str:
+  """The markdown of one sweep: its points, then the fit (or why there is none)."""
+  lines = [f"### {name}: sweep `{SWEEP}`", "", "| point | non-embedding parameters | best validation NLL | "
+           "at step ≤ | run |", "|---|---|---|---|---|"]
+  for p in points:
+    lines.append(f"| {p['point']} | {p['n']:,} | {p['loss']:.4f} | {p['steps']} | {p['run']} |")
+  lines.append("")
+  try:
+    fit = fit_power_law([p["n"] for p in points], [p["loss"] for p in points])
+  except ValueError as e:
+    return "\n".join(lines + [f"No fit: {e}."])
+  span = points[-1]["n"] / points[0]["n"]
+  lines += [f"Fit of L(N) = (N_c / N)^α over {fit['points']} sizes spanning {span:.0f}× in N: "
+            f"**α = {fit['alpha']:.3f} ± {fit['alpha_se']:.3f}** (standard error), N_c = {fit['n_c']:.3g}, "
+            f"R² = {fit['r2']:.3f}; the figure quoted for language models at convergence is α ≈ {QUOTED_ALPHA}.",
+            "", f"![scaling]({plot})"]
+  return "\n".join(lines)
+
+
+def plot_scaling(name: str, points: list[dict], path: fs.PathLike) -> None:
+  """Validation NLL against N on log-log axes, with the fitted line when there is one."""
+  from attnjax.report.plots import _figure, _write_png  # pylint: disable=g-import-not-at-top
+  figure = _figure(5.0, 3.6)
+  ax = figure.add_subplot()
+  n = np.array([p["n"] for p in points], np.float64)
+  loss = np.array([p["loss"] for p in points], np.float64)
+  ax.loglog(n, loss, "o", label="runs")
+  try:
+    fit = fit_power_law(n, loss)
+    grid = np.geomspace(n.min(), n.max(), 50)
+    ax.loglog(grid, (fit["n_c"] / grid) ** fit["alpha"], "-",
+              label=f"(N_c / N)^α, α = {fit['alpha']:.3f} ± {fit['alpha_se']:.3f}")
+  except ValueError:
+    pass
+  ax.set_xlabel("non-embedding parameters N")
+  ax.set_ylabel("best validation NLL (nats / token)")
+  ax.grid(alpha=0.3, which="both")
+  ax.legend(fontsize=7)
+  ax.set_title(f"{name}: loss against size", fontsize=9)
+  _write_png(figure, path)
