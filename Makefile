@@ -18,7 +18,7 @@ quickstart: $(VENV)/.installed
 	$(PY) -m attnjax.quickstart
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist=loadgroup --no-loadscope-reorder -m 'not aot' --durations=15
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist=loadgroup --no-loadscope-reorder -m 'not aot' --durations=30
 
 # Benchmarks compare against torch, a benchmark-only extra: the CPU build (2.13.0 lies on this machine's disk).
 bench: $(VENV)/.installed

@@ -23,7 +23,8 @@ from attnjax.training.loop import quiet_orbax_logging, train_and_evaluate
 _WORKDIR = flags.DEFINE_string("workdir", "runs/quickstart", "where runs, checkpoints and plots go")
 _STEPS_SCALE = flags.DEFINE_float("steps_scale", 1.0, "multiply every run's training steps (e.g. 0.1 for a smoke run)")
 _MODELS = flags.DEFINE_list("models", ["transformer", "lstm_bahdanau"], "which runs")
-_EVAL_LIMIT = flags.DEFINE_integer("eval_limit", None, "score only the first N test examples (smoke runs)")
+_EVAL_LIMIT = flags.DEFINE_integer("eval_limit", None, "decode only N examples: the first N of the test split, and at "
+                                   "most N of validation during training (smoke runs)")
 
 EXPERIMENTS = {"transformer": "dates_transformer.py", "lstm_bahdanau": "dates_lstm_bahdanau.py"}
 
@@ -47,6 +48,8 @@ def main(argv):
     config = experiment_config(EXPERIMENTS[name])
     config.train.steps = max(1, int(config.train.steps * _STEPS_SCALE.value))
     config.train.eval_every = min(config.train.eval_every, config.train.steps)
+    if _EVAL_LIMIT.value is not None:
+      config.eval.num_decode_examples = min(config.eval.num_decode_examples, _EVAL_LIMIT.value)
     workdir = os.path.join(_WORKDIR.value, name)
     start = time.perf_counter()
     train_and_evaluate(config, workdir)

@@ -16,6 +16,7 @@ spell back (rare) is drawn as the tokeniser reads it. One PNG per run, ``<out>/a
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 from absl import app, flags
@@ -92,7 +93,7 @@ def plot_attention(entry: dict, path: fs.PathLike) -> None:
 
 
 def _slug(label: str) -> str:
-  return "".join(c if c.isalnum() else "_" for c in label.lower()).strip("_")
+  return re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")  # "LSTM + Bahdanau" -> "lstm_bahdanau"
 
 
 def main(argv):
