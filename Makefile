@@ -17,6 +17,8 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 quickstart: $(VENV)/.installed
 	$(PY) -m attnjax.quickstart
 
+# --dist=loadgroup: each module whose module fixture trains a model is an xdist_group, run by one worker (fixture
+# built once). pytest 9.2's structured node ids break xdist's groups (pytest-xdist issue 1386), hence pytest<9.2.
 test: $(VENV)/.installed
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist=loadgroup --no-loadscope-reorder -m 'not aot' --durations=30
 

@@ -37,7 +37,8 @@ def rng():
 # The slowest tests (by `--durations` of CI runs), started first: `make test` runs pytest-xdist with `--dist=loadgroup
 # --no-loadscope-reorder`, which hands work out in collection order, a test or an `xdist_group` at a time, so the long
 # ones spread over the workers at the start instead of one of them, collected last, keeping a worker busy after the
-# other has finished (the suite's tail was ~7 minutes).
+# other has finished (the suite's tail was ~7 minutes). The modules whose module fixture trains a model or runs a
+# sweep are each an xdist_group (their `pytestmark`): one worker runs them, and builds the fixture once.
 SLOW_FIRST = (
     "tests/test_quickstart.py",
     "tests/faults/test_faults.py",
@@ -53,23 +54,8 @@ SLOW_FIRST = (
     "tests/test_decoding.py",
 )
 
-# Modules whose module-scoped fixture trains a model or runs a sweep (one to two minutes): each runs on one worker as
-# a group, so that the fixture is built once rather than once per worker.
-ONE_WORKER = (
-    "tests/launch/test_launch.py",
-    "tests/training/test_sharded_training.py",
-    "tests/training/test_checkpointing.py",
-    "tests/training/test_sharded_evaluation.py",
-    "tests/training/test_evaluate_metrics.py",
-)
 
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
   def rank(item):
     return next((i for i, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix)), len(SLOW_FIRST))
   items.sort(key=rank)  # stable: the order within each group is kept
-  for item in items:
-    module = item.nodeid.split("::")[0]
-    if module in ONE_WORKER:
-      item.add_marker(pytest.mark.xdist_group(module))

@@ -67,7 +67,9 @@ def runs(tmp_path):
   _run(root / "base", launch=_launch(base), config=_config("wmt14_en_de", TRANSFORMER_BASE),
        metrics={"step": 30, "steps": [30], "examples": 1000, "bleu": 27.1234, "chrf": 55.0, "ter": 60.2, "meteor": 40.1,
                 "truncated_sources": 0, "empty_sources": 0, "signatures": {"bleu": "nrefs:1|case:mixed"}},
-       curves={"train/loss": [(5, 6.0), (10, 5.0)], "eval/bleu": BLEU_CURVE, "eval/loss": LOSS_CURVE})
+       curves={"train/loss": [(5, 6.0), (10, 5.0)], "eval/bleu": BLEU_CURVE, "eval/loss": LOSS_CURVE,
+               # the first window includes compiling and is left out: the median of the other three is 2500
+               "train/tokens_per_s": [(5, 100.0), (10, 2000.0), (15, 3000.0), (20, 2500.0)]})
   _run(root / "heads" / "heads8",
        launch=_launch(base, sweep="heads", point="heads8", start="2025-01-02T09:00:00+00:00", wall_seconds=1800.0,
                       overrides={"model.num_heads": 8}),
@@ -111,7 +113,8 @@ def _assert_png(path):
 
 def test_tensorboard_reader_returns_the_scalars_written(runs):
   scalars = report.read_scalars(runs / "base" / "tensorboard")
-  assert scalars == {"eval/bleu": BLEU_CURVE, "eval/loss": LOSS_CURVE, "train/loss": [(5, 6.0), (10, 5.0)]}
+  assert scalars == {"eval/bleu": BLEU_CURVE, "eval/loss": LOSS_CURVE, "train/loss": [(5, 6.0), (10, 5.0)],
+                     "train/tokens_per_s": [(5, 100.0), (10, 2000.0), (15, 3000.0), (20, 2500.0)]}
   assert report.read_scalars(runs / "base" / "tensorboard", tags=["eval/loss"]) == {"eval/loss": LOSS_CURVE}
   assert report.read_scalars(runs / "heads" / "heads16" / "tensorboard") == {}  # no events at all
 
@@ -146,6 +149,14 @@ def test_report_tables_plots_and_json(runs, tmp_path):
   assert (base["wmt14_en_de METEOR"], base["wmt14_en_de TER"], base["wmt14_en_de chrF"]) == ("40.10", "60.20", "55.00")
   assert (base["steps"], base["wall (h:mm)"], base["hardware"], base["point"]) == ("30", "1:02", "tpu-v5e-16",
                                                                                    "default")
+  assert base["train tok/s"] == "2500" and by_run["heads/heads8"]["train tok/s"] == "—"  # heads8: no such scalar
+  # the Transformer's defaults (6 + 6 layers, d_ff 2048, post-norm, separate source and target embeddings, the output
+  # layer tied) with d_model 512 and the report's default 8k vocabulary, counted by hand
+  d, f, v = 512, 2048, 8000
+  attention, ffn, norm = 4 * d * d + 4 * d, 2 * d * f + f + d, 2 * d
+  expected = 6 * (attention + ffn + 2 * norm) + 6 * (2 * attention + ffn + 3 * norm) + 2 * v * d
+  assert report.read_run(runs / "base")["parameters"] == expected
+  assert base["params"] == f"{expected / 1e6:.1f}M"
   assert by_run["heads/heads8"]["wmt14_en_de BLEU"] == "25.50 (seed 27.3)"
   assert by_run["heads/heads8"]["wmt14_en_de METEOR"] == report.NOT_COMPUTED  # evaluated without METEOR
   failed = by_run["heads/heads16"]
@@ -156,7 +167,8 @@ def test_report_tables_plots_and_json(runs, tmp_path):
 
   qa = _table_rows(markdown, "## Question answering")
   assert qa == [{"model": "BiLSTM reader", "squad_v1 EM": "60.12 (seed 67.7)", "squad_v1 F1": "70.46 (seed 77.3)",
-                 "steps": "2000", "wall (h:mm)": "—", "hardware": "cpu", "point": "—", "run": "manual/squad"}]
+                 "params": "—", "steps": "2000", "train tok/s": "—", "wall (h:mm)": "—", "hardware": "cpu",
+                 "point": "—", "run": "manual/squad"}]
   summarization = _table_rows(markdown, "## Summarization")  # the unreadable run is still placed, and says why
   assert [row["xsum ROUGE-L"] for row in summarization] == ["unreadable: metrics.test.json (seed 23.01)"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from typing import Any, Iterable
 
 from absl import logging
@@ -222,7 +223,8 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
 
   Returns:
     ``{"run", "workdir", "experiment", "experiment_name", "sweep", "point", "overrides", "target", "commit", "start",
-    "end", "seed" (config.json's), "status" (launch.json's, or None), "returncode", "wall_seconds", "task", "kind"
+    "end", "seed" (config.json's), "parameters" (all of the model's, or None), "tokens_per_s" (median training
+    throughput from TensorBoard, the first logging window left out), "status" (launch.json's, or None), "returncode", "wall_seconds", "task", "kind"
     ("translation" | "summarization" | "extractive_qa" | None), "model" (config's model section), "label", "headline",
     "split", "metrics_file", "step", "steps", "examples", "scores" ({metric: number}), "state", "unreadable" ([file
     names]), "launch", "config", "metrics" (the files as read), "other_splits" ({split: scores} of the other
@@ -289,11 +291,29 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
       "metrics": metrics, "other_splits": other_splits, "eval_curves": {},
   }
   record["target"] = record["target"] or config.get("target")
+  record["parameters"] = _parameters(config, record["run"])
+  record["tokens_per_s"] = None
   if curves:
     scalars = read_scalars(directory / "tensorboard")
     record["eval_curves"] = {tag: [[step, value] for step, value in points] for tag, points in scalars.items()
                              if tag.startswith("eval/")}
+    speeds = [value for _, value in scalars.get("train/tokens_per_s", [])][1:]  # the first window compiles
+    record["tokens_per_s"] = statistics.median(speeds) if speeds else None
   return record
+
+
+def _parameters(config: dict, run: str) -> int | None:
+  """All parameters of the run's sequence-to-sequence model (embeddings included), or None (span readers, or a model
+  that cannot be built here: reason logged)."""
+  model = config.get("model") if isinstance(config.get("model"), dict) else None
+  if not model or model.get("name") not in ("transformer", "rnn_seq2seq", "convs2s"):
+    return None
+  from attnjax.report.scaling import non_embedding_params  # pylint: disable=g-import-not-at-top
+  try:
+    return non_embedding_params(config, embeddings=True)
+  except Exception as e:  # pylint: disable=broad-except  (a column of the report: never its failure)
+    logging.warning("report: %s: cannot count its parameters (%s: %s)", run, type(e).__name__, e)
+    return None
 
 
 def collect(roots: Iterable[fs.PathLike], *, curves: bool = True) -> list[dict[str, Any]]:

@@ -24,8 +24,9 @@ SWEEP = "size"
 QUOTED_ALPHA = 0.076  # Kaplan et al. 2020, eq. 1.1: L(N) = (N_c / N)^0.076, N_c = 8.8e13
 
 
-def non_embedding_params(config: dict) -> int:
-  """Parameters of ``config["model"]`` (a run's config.json) outside its embedding tables."""
+def non_embedding_params(config: dict, *, embeddings: bool = False) -> int:
+  """Parameters of ``config["model"]`` (a run's config.json) outside its embedding tables (all of them with
+  ``embeddings=True``), counted on the model the config builds, with the vocabulary of ``data.vocab_size``."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
@@ -35,7 +36,7 @@ def non_embedding_params(config: dict) -> int:
   shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), tokens, tokens))
   total = 0
   for path, leaf in jax.tree_util.tree_flatten_with_path(shapes)[0]:
-    if "embed" not in jax.tree_util.keystr(path).lower():
+    if embeddings or "embed" not in jax.tree_util.keystr(path).lower():
       total += math.prod(leaf.shape)
   return total
 

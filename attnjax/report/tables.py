@@ -32,6 +32,10 @@ def format_wall(seconds) -> str:
   return f"{minutes // 60}:{minutes % 60:02d}"
 
 
+def _format_millions(count: int | None) -> str:
+  return "—" if count is None else f"{count / 1e6:.1f}M"
+
+
 def _format_steps(record: dict) -> str:
   if record["state"] != "evaluated" or record["step"] is None:
     return "—"
@@ -95,7 +99,7 @@ def kind_table(kind: str, records: list[dict]) -> str:
   tasks = _order((r["task"] for r in records), TASK_KINDS)
   groups = [(task, _columns(kind, task, records)) for task in tasks]
   header = ["model"] + [f"{task} {METRIC_TITLES.get(m, m)}" for task, metrics in groups for m in metrics]
-  header += ["steps", "wall (h:mm)", "hardware", "point", "run"]
+  header += ["params", "steps", "train tok/s", "wall (h:mm)", "hardware", "point", "run"]
   labels = _order((r["label"] for r in records), LABEL_ORDER)
   records = sorted(records, key=lambda r: (labels.index(r["label"]), tasks.index(r["task"]), _start_key(r),
                                            r["run"]))
@@ -104,8 +108,9 @@ def kind_table(kind: str, records: list[dict]) -> str:
     cells = [_escape(r["label"])]
     for task, metrics in groups:
       cells += [_escape(_cell(r, m)) if r["task"] == task else "" for m in metrics]
-    cells += [_format_steps(r), format_wall(r["wall_seconds"]), _escape(r["target"]), _escape(r["point"]),
-              _escape(r["run"])]
+    cells += [_format_millions(r.get("parameters")), _format_steps(r),
+              "—" if r.get("tokens_per_s") is None else f"{r['tokens_per_s']:.0f}", format_wall(r["wall_seconds"]),
+              _escape(r["target"]), _escape(r["point"]), _escape(r["run"])]
     rows.append(cells)
   return _table(header, rows)
 

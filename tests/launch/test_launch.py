@@ -11,6 +11,9 @@ import pytest
 
 from launch import launch as launch_lib
 
+# one worker runs this module's tests (make test: --dist=loadgroup), so its module fixture is built once
+pytestmark = pytest.mark.xdist_group("tests/launch/test_launch.py")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ["--config.train.steps=6", "--config.train.eval_every=6", "--config.train.checkpoint_every=6",
         "--config.train.log_every=3", "--config.data.train_examples=256", "--config.data.validation_examples=16",

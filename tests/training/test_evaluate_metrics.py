@@ -9,6 +9,9 @@ from attnjax.config import load_config
 from attnjax.training.loop import Experiment, train_and_evaluate
 from tests.training.run_steps import tiny_config
 
+# one worker runs this module's tests (make test: --dist=loadgroup), so its module fixture is built once
+pytestmark = pytest.mark.xdist_group("tests/training/test_evaluate_metrics.py")
+
 
 class NoSynonyms:  # stands in for WordNet (not installed here): exact and stem matches only
   def synsets(self, *args, **kwargs):

@@ -20,6 +20,9 @@ from attnjax import scoring
 from attnjax.training import checkpointing
 from attnjax.training.loop import train_and_evaluate
 
+# one worker runs this module's tests (make test: --dist=loadgroup), so its module fixture is built once
+pytestmark = pytest.mark.xdist_group("tests/training/test_sharded_evaluation.py")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORDS = "the a man woman dog cat sees runs with on red blue big small house street ball child".split()
 N_TEST, TOO_LONG, EMPTY = 40, (3, 11, 29), (5, 17)

@@ -10,6 +10,9 @@ import sys
 import numpy as np
 import pytest
 
+# one worker runs this module's tests (make test: --dist=loadgroup), so its module fixture is built once
+pytestmark = pytest.mark.xdist_group("tests/training/test_sharded_training.py")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
