@@ -291,7 +291,7 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
       "metrics": metrics, "other_splits": other_splits, "eval_curves": {},
   }
   record["target"] = record["target"] or config.get("target")
-  record["parameters"] = _parameters(config, record["run"])
+  record["parameters"] = _parameters(config, directory, record["run"])
   record["tokens_per_s"] = None
   if curves:
     scalars = read_scalars(directory / "tensorboard")
@@ -302,15 +302,26 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
   return record
 
 
-def _parameters(config: dict, run: str) -> int | None:
-  """All parameters of the run's sequence-to-sequence model (embeddings included), or None (span readers, or a model
-  that cannot be built here: reason logged)."""
+def _parameters(config: dict, workdir: epath.Path, run: str) -> int | None:
+  """All parameters of the run's sequence-to-sequence model (embeddings included) with the vocabulary the run left
+  in its workdir (else ``data.vocab_size``; the larger side for both), or None (span readers, or a model that cannot be built here: reason
+  logged)."""
   model = config.get("model") if isinstance(config.get("model"), dict) else None
   if not model or model.get("name") not in ("transformer", "rnn_seq2seq", "convs2s"):
     return None
   from attnjax.report.scaling import non_embedding_params  # pylint: disable=g-import-not-at-top
   try:
-    return non_embedding_params(config, embeddings=True)
+    vocab_size = None
+    if any(workdir.glob("*.model")) or any(workdir.glob("*vocab*.json")):
+      import ml_collections  # pylint: disable=g-import-not-at-top
+      from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
+      from attnjax.data import tasks  # pylint: disable=g-import-not-at-top
+      data = config_lib.base_config().data
+      with data.unlocked():
+        data.update(ml_collections.ConfigDict(config.get("data") or {}))
+      vocabularies = tasks.load_vocabularies(data, str(workdir))
+      vocab_size = max(vocabularies.src.size, vocabularies.tgt.size)
+    return non_embedding_params(config, embeddings=True, vocab_size=vocab_size)
   except Exception as e:  # pylint: disable=broad-except  (a column of the report: never its failure)
     logging.warning("report: %s: cannot count its parameters (%s: %s)", run, type(e).__name__, e)
     return None

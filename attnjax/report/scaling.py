@@ -24,13 +24,17 @@ SWEEP = "size"
 QUOTED_ALPHA = 0.076  # Kaplan et al. 2020, eq. 1.1: L(N) = (N_c / N)^0.076, N_c = 8.8e13
 
 
-def non_embedding_params(config: dict, *, embeddings: bool = False) -> int:
+def non_embedding_params(config: dict, *, embeddings: bool = False, vocab_size: int | None = None) -> int:
   """Parameters of ``config["model"]`` (a run's config.json) outside its embedding tables (all of them with
-  ``embeddings=True``), counted on the model the config builds, with the vocabulary of ``data.vocab_size``."""
+  ``embeddings=True``), counted on the model the config builds: a vocabulary of ``vocab_size`` (default
+  ``data.vocab_size``), padded as training pads it (``data.vocab_multiple``)."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
-  vocab = int((config.get("data") or {}).get("vocab_size") or 8000)
+  data = config.get("data") or {}
+  vocab = int(vocab_size or data.get("vocab_size") or 8000)
+  multiple = int(data.get("vocab_multiple") or 1)
+  vocab = -(-vocab // multiple) * multiple
   model = build_model(dict(config["model"]), src_vocab_size=vocab, tgt_vocab_size=vocab)
   tokens = jnp.ones((1, 4), jnp.int32)
   shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), tokens, tokens))
