@@ -113,18 +113,17 @@ def write_report(roots: Iterable[fs.PathLike], out: fs.PathLike) -> str:
       plots[curves_file(name)] = name
   sections = []
   from attnjax.report import length  # pylint: disable=g-import-not-at-top
-  rows = length.length_rows(records)
-  if rows:
-    length.plot_length(rows, fs.join(out, "bleu_by_length.png"))
-    sections.append("## BLEU by source length\n\nCorpus BLEU of each source-length bucket of the evaluated split "
-                    "(sentences in the bucket in parentheses); Bahdanau et al. 2015, Fig. 2.\n\n"
-                    + length.length_table(rows) + "\n\n![BLEU by source length](bleu_by_length.png)")
-  rows = length.extrapolation_rows(records)
-  if rows:
-    length.plot_extrapolation(rows, fs.join(out, "extrapolation.png"))
-    sections.append("## Position extrapolation\n\nExact match (%) of string reversal by source length: the "
-                    "validation split has the training lengths, the test split only longer strings.\n\n"
-                    + length.extrapolation_table(rows) + "\n\n![Position extrapolation](extrapolation.png)")
+  for title, intro, find, table, plot, png in (
+      ("BLEU by source length", "Corpus BLEU of each source-length bucket of the evaluated split (sentences in the "
+       "bucket in parentheses); Bahdanau et al. 2015, Fig. 2.", length.length_rows, length.length_table,
+       length.plot_length, "bleu_by_length.png"),
+      ("Position extrapolation", "Exact match (%) of string reversal by source length: the validation split has "
+       "the training lengths, the test split only longer strings.", length.extrapolation_rows,
+       length.extrapolation_table, length.plot_extrapolation, "extrapolation.png")):
+    rows = find(records)
+    if rows:
+      plot(rows, fs.join(out, png))
+      sections.append(f"## {title}\n\n{intro}\n\n{table(rows)}\n\n![{title}]({png})")
   from attnjax.report import scaling  # pylint: disable=g-import-not-at-top
   for name, points in scaling.scaling_points(records).items():
     plot = f"scaling_{name.replace('/', '_')}.png"

@@ -30,12 +30,6 @@ _INDEX = flags.DEFINE_integer("index", 0, "the sentence's line number in the spl
 _OUT = flags.DEFINE_string("out", None, "directory for the PNGs")
 
 
-def _pieces(vocab, ids) -> list[str]:
-  if hasattr(vocab, "id_to_piece"):
-    return [vocab.id_to_piece(int(i)) for i in ids]
-  return [vocab.decode([int(i)]) for i in ids]
-
-
 def attention_of(workdir: str, split: str, index: int) -> dict:
   """The run's translation of line ``index`` of ``split`` and the cross-attention behind it:
   ``{"label", "source", "reference", "hypothesis", "source_pieces", "output_pieces", "weights" [heads, T, S]}``
@@ -44,6 +38,7 @@ def attention_of(workdir: str, split: str, index: int) -> dict:
   from attnjax import config as config_lib, inference  # pylint: disable=g-import-not-at-top
   from attnjax.data import tasks  # pylint: disable=g-import-not-at-top
   from attnjax.report.runs import model_label  # pylint: disable=g-import-not-at-top
+  from attnjax.scoring import _pieces  # pylint: disable=g-import-not-at-top  (the heatmap's own piece names)
   config = config_lib.load_config(workdir)
   tasks.resolve_data_dir(config.data, workdir)
   examples = tasks.load_split(config.data, split)
@@ -67,8 +62,8 @@ def attention_of(workdir: str, split: str, index: int) -> dict:
   weights = np.asarray(out.attention[0], np.float32)
   weights = weights if weights.ndim == 3 else weights[None]
   return {"label": model_label(config.model.to_dict()), "source": source, "reference": reference,
-          "hypothesis": hypothesis, "source_pieces": _pieces(src_vocab, src_ids),
-          "output_pieces": _pieces(tgt_vocab, out_ids) + ["</s>"], "weights": weights}
+          "hypothesis": hypothesis, "source_pieces": _pieces(src_vocab, source)[:len(src_ids)],
+          "output_pieces": _pieces(tgt_vocab, hypothesis) + ["</s>"], "weights": weights}
 
 
 def plot_attention(entry: dict, path: fs.PathLike) -> None:
