@@ -214,6 +214,26 @@ def test_a_point_run_with_several_seeds_gets_its_mean_and_range(tmp_path):
   assert report.seed_table(report.sweeps(one_seed)[0]) is None  # one run per point: no such table
 
 
+def test_a_point_within_one_bleu_of_a_neighbour_on_one_run_wants_a_second_seed(tmp_path):
+  # heads1 31.0, heads4 31.9 (0.9 apart: both want a seed), heads8 35.0, heads16 36.5 (1.5 from heads8: neither);
+  # layers: layers1 20.0 on two seeds (mean 20.4), layers2 20.6 once: 0.2 from a two-seed mean, so only layers2 wants one
+  root, base = tmp_path / "runs", "multi30k/transformer"
+  bleu = {("heads", "heads1", 0): 31.0, ("heads", "heads4", 0): 31.9, ("heads", "heads8", 0): 35.0,
+          ("heads", "heads16", 0): 36.5, ("layers", "layers1", 0): 20.0, ("layers", "layers1", 1): 20.8,
+          ("layers", "layers2", 0): 20.6}
+  for i, ((sweep, point, seed), value) in enumerate(bleu.items()):
+    _run(root / sweep / point / f"seed{seed}",
+         launch=_launch(base, sweep=sweep, point=point, start=f"2025-01-02T{10 + i:02d}:00:00+00:00"),
+         config={**_config("multi30k_en_de", TRANSFORMER_BASE), "seed": seed},
+         metrics={"step": 30, "steps": [30], "examples": 1000, "bleu": value})
+  found = {s["sweep"]: s for s in report.sweeps(report.collect([str(root)], curves=False))}
+  assert report.second_seed_points(found["heads"]) == ["heads1", "heads4"]
+  assert report.second_seed_points(found["layers"]) == ["layers2"]
+  assert report.second_seed_points(found["heads"], margin=1.6) == ["heads1", "heads4", "heads8", "heads16"]
+  markdown = report.render_markdown(report.collect([str(root)], curves=False))
+  assert "wanting another seed before the ordering counts: heads1, heads4." in markdown
+
+
 def test_runs_without_config_are_placed_from_their_experiment(tmp_path):
   root = tmp_path / "launch"
   _run(root / "big", launch=_launch("wmt14_en_fr/transformer_big", status="pending", start=None, wall_seconds=None))

@@ -47,8 +47,8 @@ from attnjax.report.runs import (
     HEADLINE, KINDS, KIND_METRICS, KIND_TITLES, LABEL_ORDER, METRIC_TITLES, NOT_COMPUTED, RUN_FILES, SEED_REPORTED,
     SKIPPED_DIRS, SPLIT_PREFERENCE, TASK_KINDS, collect, find_runs, model_label, read_run)
 from attnjax.report.tables import (
-    curve_groups, curves_file, format_score, format_seed, format_wall, kind_table, render_markdown, seed_table,
-    sweep_table, sweeps)
+    curve_groups, curves_file, format_score, format_seed, format_wall, kind_table, render_markdown,
+    second_seed_points, seed_table, sweep_table, sweeps)
 from attnjax.report.plots import plot_ablation, plot_curves
 from attnjax.report.tensorboard import read_records, read_scalars
 
@@ -80,6 +80,7 @@ __all__ = [
     "read_run",
     "read_scalars",
     "render_markdown",
+    "second_seed_points",
     "seed_table",
     "sweep_table",
     "sweeps",

@@ -12,6 +12,10 @@ from typing import Any, Iterable
 from attnjax.report.runs import (
     HEADLINE, KINDS, KIND_METRICS, KIND_TITLES, LABEL_ORDER, METRIC_TITLES, NOT_COMPUTED, SEED_REPORTED, TASK_KINDS)
 
+# issue 14: a point whose single run lands within this many headline points (BLEU, exact match %) of a neighbouring
+# point's gets a second seed before the ordering of the two is read as a result
+SECOND_SEED_MARGIN = 1.0
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Markdown
 
@@ -165,9 +169,8 @@ def seed_table(sweep: dict) -> str | None:
   has two scored runs. The same point launched under two ``--runs`` roots counts as two runs too."""
   metric = sweep["headline"]
   rows, repeated = [], False
-  for point in sweep["points"]:
+  for point, values in _point_values(sweep):
     runs = [r for r in sweep["runs"] if (r["point"] or r["run"]) == point]
-    values = [r["scores"][metric] for r in runs if r["state"] == "evaluated" and metric in r["scores"]]
     seeds = sorted({str(r["seed"]) for r in runs if r["seed"] is not None})
     repeated |= len(values) > 1
     if values:
@@ -180,6 +183,30 @@ def seed_table(sweep: dict) -> str | None:
     return None
   title = METRIC_TITLES.get(metric, "headline")
   return _table(["point", "random seeds", "scored runs", f"{title} mean", f"{title} min–max"], rows)
+
+
+def _point_values(sweep: dict) -> list[tuple[str, list[float]]]:
+  metric = sweep["headline"]
+  out = []
+  for point in sweep["points"]:
+    runs = [r for r in sweep["runs"] if (r["point"] or r["run"]) == point]
+    out.append((point, [r["scores"][metric] for r in runs if r["state"] == "evaluated" and metric in r["scores"]]))
+  return out
+
+
+def second_seed_points(sweep: dict, margin: float = SECOND_SEED_MARGIN) -> list[str]:
+  """The points that want another seed by issue 14's rule: a point scored by a single run whose mean headline score is
+  within ``margin`` of a neighbouring point's (the next or previous in the sweep's order, among scored points).
+
+  A one-run difference that small is within what a change of seed moves, so the ordering it suggests is not evidence
+  until both points have a second run."""
+  scored = [(point, sum(v) / len(v), len(v)) for point, v in _point_values(sweep) if v]
+  wanted = []
+  for i, (point, mean, n) in enumerate(scored):
+    neighbours = scored[max(i - 1, 0):i] + scored[i + 1:i + 2]
+    if n == 1 and any(abs(mean - other) < margin for _, other, _ in neighbours):
+      wanted.append(point)
+  return wanted
 
 
 def curve_groups(records: list[dict]) -> dict[str, list[dict]]:
@@ -247,6 +274,10 @@ def render_markdown(records: list[dict], *, plots: dict[str, str] | None = None,
       by_seed = seed_table(sweep)
       if by_seed:
         lines += ["Over random seeds (the runs above, by point):", "", by_seed, ""]
+      wanted = second_seed_points(sweep)
+      if wanted:
+        lines += [f"Within {SECOND_SEED_MARGIN:g} of a neighbouring point on one run, so wanting another seed "
+                  f"before the ordering counts: {', '.join(wanted)}.", ""]
       if sweep["plot"] in plots:
         lines += [f"![{sweep['sweep']}]({sweep['plot']})", ""]
   curve_plots = [(name, title) for name, title in plots.items() if name.startswith("curves_")]
