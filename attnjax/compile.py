@@ -21,7 +21,6 @@ kernels); none is used here. An experiment that does not fit exits with an error
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import math
 import os
@@ -60,13 +59,9 @@ class DoesNotFit(ValueError):
 
 def load_experiment(spec: str, target: str | None = None):
   """The config of ``FILE`` or ``FILE:TARGET`` (``get_config(target)``), re-targeted to ``target`` if given."""
-  from attnjax import targets  # pylint: disable=g-import-not-at-top
+  from attnjax import config as config_lib, targets  # pylint: disable=g-import-not-at-top
   path, _, arg = spec.partition(":")
-  if not os.path.exists(path):
-    raise FileNotFoundError(f"--config={path}: no such experiment file")
-  module_spec = importlib.util.spec_from_file_location(f"experiment_{abs(hash(path))}", path)
-  module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
+  module = config_lib.experiment_module(path, "--config")
   config = module.get_config(arg) if arg else module.get_config()
   if target:
     targets.use_target(config, target)

@@ -7,7 +7,9 @@ compiled and names the offending key.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 
 import ml_collections
 from ml_collections import config_dict
@@ -121,6 +123,18 @@ def base_config() -> ml_collections.ConfigDict:
       peer_timeout_seconds=50,
   ))
   return c
+
+
+def experiment_module(path: str, what: str = "--experiment"):
+  """The module of the experiment file ``path`` (its ``get_config`` and ``SWEEPS``), loaded without a package.
+
+  Raises FileNotFoundError naming ``what`` (the flag or field the path came from) when there is no such file."""
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{what}={path}: no such experiment file")
+  spec = importlib.util.spec_from_file_location(f"experiment_{abs(hash(os.path.abspath(path)))}", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
 
 
 CONFIG_FILE = "config.json"  # in the workdir: a checkpoint directory is self-describing

@@ -11,12 +11,12 @@ Re-running resumes: finished runs are only evaluated again.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import time
 
 from absl import app, flags
 
+from attnjax import config as config_lib
 from attnjax.scoring import evaluate_checkpoint
 from attnjax.training.loop import quiet_orbax_logging, train_and_evaluate
 
@@ -34,10 +34,7 @@ def experiment_config(filename: str):
   path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments", filename)
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path} not found: run the quickstart from a checkout (pip install -e .)")
-  spec = importlib.util.spec_from_file_location(f"experiments_{filename[:-3]}", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
+  return config_lib.experiment_module(path, "experiment").get_config()
 
 
 def main(argv):

@@ -23,7 +23,6 @@ gives each point's mean and spread over its seeds.
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import inspect
 import json
 import os
@@ -33,7 +32,7 @@ import time
 
 from absl import app, flags, logging
 
-from attnjax import fs, targets
+from attnjax import config as config_lib, fs, targets
 from launch import backends
 
 # Flags are defined only when this module runs as the CLI, so that importing it (tests, other tools) never
@@ -83,15 +82,6 @@ def define_flags() -> None:
   _PROCESSES = flags.DEFINE_integer("local_processes", 1, "local target: processes per point (gloo on 127.0.0.1)")
 
   flags.mark_flags_as_required(["experiment", "workdir_root"])
-
-
-def _module(path: str):
-  if not os.path.exists(path):
-    raise FileNotFoundError(f"--experiment={path}: no such file")
-  spec = importlib.util.spec_from_file_location(f"launched_{abs(hash(path))}", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
 
 
 def sweep_points(module, sweep: str | None, only=None) -> list[dict]:
@@ -152,7 +142,7 @@ def launch(experiment: str, *, workdir_root: str, sweep: str | None = None, targ
            partition: str | None = None, time_limit: str = "24:00:00", local_processes: int = 1,
            python: str = sys.executable) -> dict:
   """Launches every point (see the module docstring); returns the launch manifest."""
-  module = _module(experiment)
+  module = config_lib.experiment_module(experiment)
   default_target = module.get_config().target
   target_name = target or default_target
   tgt = targets.get(target_name)  # unknown target: a named error before anything runs

@@ -214,6 +214,13 @@ def test_a_point_run_with_several_seeds_gets_its_mean_and_range(tmp_path):
   assert report.seed_table(report.sweeps(one_seed)[0]) is None  # one run per point: no such table
 
 
+def _transformer(seed, **model):
+  config = _config("multi30k_en_de", {"name": "transformer", "d_model": 256, "num_heads": 4, "num_encoder_layers": 3,
+                                      "num_decoder_layers": 3, **model})
+  config["train"]["warmup_steps"] = 800
+  return {**config, "seed": seed}
+
+
 def test_a_point_within_one_bleu_of_a_neighbour_on_one_run_wants_a_second_seed(tmp_path):
   # heads1 31.0, heads4 31.9 (0.9 apart: both want a seed), heads8 35.0, heads16 36.5 (1.5 from heads8: neither);
   # layers: layers1 20.0 on two seeds (mean 20.4), layers2 20.6 once: 0.2 from a two-seed mean, so only layers2 wants one
@@ -222,16 +229,52 @@ def test_a_point_within_one_bleu_of_a_neighbour_on_one_run_wants_a_second_seed(t
           ("heads", "heads16", 0): 36.5, ("layers", "layers1", 0): 20.0, ("layers", "layers1", 1): 20.8,
           ("layers", "layers2", 0): 20.6}
   for i, ((sweep, point, seed), value) in enumerate(bleu.items()):
+    model = ({"num_heads": int(point[5:])} if sweep == "heads"
+             else {"num_encoder_layers": int(point[6:]), "num_decoder_layers": int(point[6:])})
     _run(root / sweep / point / f"seed{seed}",
          launch=_launch(base, sweep=sweep, point=point, start=f"2025-01-02T{10 + i:02d}:00:00+00:00"),
-         config={**_config("multi30k_en_de", TRANSFORMER_BASE), "seed": seed},
-         metrics={"step": 30, "steps": [30], "examples": 1000, "bleu": value})
+         config=_transformer(seed, **model), metrics={"step": 30, "steps": [30], "examples": 1000, "bleu": value})
   found = {s["sweep"]: s for s in report.sweeps(report.collect([str(root)], curves=False))}
   assert report.second_seed_points(found["heads"]) == ["heads1", "heads4"]
   assert report.second_seed_points(found["layers"]) == ["layers2"]
   assert report.second_seed_points(found["heads"], margin=1.6) == ["heads1", "heads4", "heads8", "heads16"]
   markdown = report.render_markdown(report.collect([str(root)], curves=False))
   assert "wanting another seed before the ordering counts: heads1, heads4." in markdown
+
+
+def test_a_run_outside_the_sweep_with_a_points_config_stands_in_for_it(tmp_path):
+  # experiments/multi30k/transformer.py's heads sweep is 1/4/8/16 over a 4-head default: the default run (seed 0) and
+  # a re-run of it with seed 1 are the heads4 point; runs differing elsewhere (warm-up, width) are not
+  root, base = tmp_path / "runs", "multi30k/transformer"
+  metrics = lambda bleu: {"step": 30, "steps": [30], "examples": 1000, "bleu": bleu}  # noqa: E731
+  _run(root / "heads/heads8/seed0", launch=_launch(base, sweep="heads", point="heads8", start="2025-01-02T10:00:00Z"),
+       config=_transformer(0, num_heads=8), metrics=metrics(30.0))
+  _run(root / "heads/heads1/seed0", launch=_launch(base, sweep="heads", point="heads1", start="2025-01-02T11:00:00Z"),
+       config=_transformer(0, num_heads=1), metrics=metrics(28.0))
+  _run(root / "single/default/seed0", launch=_launch(base), config=_transformer(0), metrics=metrics(29.0))
+  _run(root / "single/default/seed1", launch=_launch(base, start="2025-01-03T10:00:00Z"), config=_transformer(1),
+       metrics=metrics(29.5))
+  warm = _transformer(2)
+  warm["train"]["warmup_steps"] = 400
+  _run(root / "warmup/warmup400", launch=_launch(base, sweep="warmup", point="warmup400"), config=warm,
+       metrics=metrics(31.0))
+  _run(root / "wide", launch=_launch(base, point="wide"), config=_transformer(3, d_model=512), metrics=metrics(32.0))
+  _run(root / "heads/heads16/seed0", launch=_launch(base, sweep="heads", point="heads16", status="running"),
+       config=_transformer(0, num_heads=16))  # not evaluated: stands in for nothing, shown as running
+  heads = next(s for s in report.sweeps(report.collect([str(root)], curves=False)) if s["sweep"] == "heads")
+  assert heads["points"] == ["heads1", "heads4", "heads8", "heads16"]  # the experiment file's order, not launch order
+  assert [(r["point"], r["run"], r["status"]) for r in heads["runs"]] == [
+      ("heads1", "heads/heads1/seed0", "done"), ("heads4", "single/default/seed0", "stand-in"),
+      ("heads4", "single/default/seed1", "stand-in"), ("heads8", "heads/heads8/seed0", "done"),
+      ("heads16", "heads/heads16/seed0", "running")]
+  assert heads["stand_ins"] == 2
+  markdown = report.render_markdown(report.collect([str(root)], curves=False))
+  rows = _table_rows(markdown, "Over random seeds")
+  assert [(r["point"], r["random seeds"], r["BLEU mean"]) for r in rows][:2] == [("heads1", "0", "28.00"),
+                                                                                  ("heads4", "0, 1", "29.25")]
+  assert "A `stand-in` row is a run of the same experiment outside this sweep" in markdown
+  # the warm-up sweep's own point is not a stand-in for the 800-step default's heads sweep, nor is the wider model
+  assert all(r["run"] not in ("warmup/warmup400", "wide") for r in heads["runs"])
 
 
 def test_runs_without_config_are_placed_from_their_experiment(tmp_path):

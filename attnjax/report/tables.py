@@ -8,6 +8,7 @@ import math
 import re
 from typing import Any, Iterable
 
+from absl import logging
 
 from attnjax.report.runs import (
     HEADLINE, KINDS, KIND_METRICS, KIND_TITLES, LABEL_ORDER, METRIC_TITLES, NOT_COMPUTED, SEED_REPORTED, TASK_KINDS)
@@ -119,9 +120,66 @@ def kind_table(kind: str, records: list[dict]) -> str:
   return _table(header, rows)
 
 
+def _flat(tree: dict, prefix: str = "") -> dict:
+  out = {}
+  for key, value in tree.items():
+    if isinstance(value, dict):
+      out.update(_flat(value, f"{prefix}{key}."))
+    else:
+      out[prefix + key] = value
+  return out
+
+
+def _sweep_definition(experiment: str | None, sweep: str) -> list[dict] | None:
+  """The sweep's ``[{"name", "overrides"}]`` from its experiment file (as launch.json names it, relative to where the
+  report runs), or None when the file cannot be read (the report then keeps launch order and no stand-ins)."""
+  if not experiment:
+    return None
+  from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top  (the experiment imports JAX anyway)
+  try:
+    points = list(config_lib.experiment_module(experiment, "launch.json experiment").SWEEPS[sweep])
+    return [{"name": p["name"], "overrides": json.loads(json.dumps(dict(p["overrides"])))} for p in points]
+  except Exception as e:  # pylint: disable=broad-except  (a report of what is there, never its failure)
+    logging.info("report: sweep %r of %s: its definition is not readable here (%s: %s); points in launch order",
+                 sweep, experiment, type(e).__name__, e)
+    return None
+
+
+def _stand_ins(definition: list[dict], runs: list[dict], records: list[dict]) -> list[dict]:
+  """Runs of the same experiment outside the sweep that trained one of its points' configs, counted for that point.
+
+  A stand-in is evaluated and its config equals the sweep's own runs' outside the swept keys and the seed (on the keys
+  both configs have), and the point's overrides at the swept keys; a point's own run with the same seed wins. So the
+  experiment's default run stands in for the sweep point that is the default (4 heads, 3 layers, sinusoidal) instead of
+  the same model being trained again."""
+  swept = {key for point in definition for key in point["overrides"]}
+  reference = next((_flat(r["config"]) for r in runs if r["config"]), None)
+  if reference is None:
+    return []
+  experiment, ids = runs[0]["experiment_name"], {id(r) for r in runs}
+  found = []
+  for point in definition:
+    seeds = {r["seed"] for r in runs if (r["point"] or r["run"]) == point["name"]}
+    for r in records:
+      if (id(r) in ids or r["experiment_name"] != experiment or r["state"] != "evaluated" or not r["config"]
+          or r["seed"] in seeds):
+        continue
+      config = _flat(r["config"])
+      if any(config.get(key) != value for key, value in point["overrides"].items()):
+        continue
+      if any(config[key] != reference[key] for key in config.keys() & reference.keys() - swept - {"seed"}):
+        continue
+      seeds.add(r["seed"])
+      found.append({**r, "point": point["name"], "overrides": point["overrides"], "status": "stand-in"})
+  return found
+
+
 def sweeps(records: list[dict]) -> list[dict[str, Any]]:
   """The ablation sweeps among ``records``: ``[{"experiment_name", "sweep", "headline", "points": [point, ...],
-  "runs": [record, ...], "plot": file name}]``, points in launch order (each point's earliest ``start``)."""
+  "runs": [record, ...], "stand_ins": count, "plot": file name}]``.
+
+  Points are in the order of the experiment file's sweep when the report can read it (``launch.json``'s path, from
+  where the report runs), with :func:`_stand_ins` added; otherwise in launch order (each point's earliest ``start``)."""
   groups: dict[tuple[str, str], list[dict]] = {}
   for r in records:
     if r["sweep"]:
@@ -130,11 +188,17 @@ def sweeps(records: list[dict]) -> list[dict[str, Any]]:
   found = []
   for (experiment, sweep), runs in sorted(groups.items()):
     runs = sorted(runs, key=lambda r: (_start_key(r), r["run"]))
-    points = list(dict.fromkeys(r["point"] or r["run"] for r in runs))
+    definition = _sweep_definition(next((r["experiment"] for r in runs if r["experiment"]), None), sweep)
+    stand_ins = _stand_ins(definition, runs, records) if definition else []
+    points = list(dict.fromkeys(r["point"] or r["run"] for r in runs + stand_ins))
+    if definition:
+      order = {p["name"]: i for i, p in enumerate(definition)}
+      points.sort(key=lambda p: order.get(p, len(order)))
+      runs = sorted(runs + stand_ins, key=lambda r: points.index(r["point"] or r["run"]))
     # ablation_<sweep>.png; a sweep name that two experiments share gets the experiment in its file name too
     stem = sweep if names.count(sweep) == 1 else f"{experiment}_{sweep}"
     found.append({"experiment_name": experiment, "sweep": sweep, "points": points, "runs": runs,
-                  "headline": next((r["headline"] for r in runs if r["headline"]), None),
+                  "stand_ins": len(stand_ins), "headline": next((r["headline"] for r in runs if r["headline"]), None),
                   "plot": f"ablation_{_slug(stem)}.png"})
   return found
 
@@ -270,7 +334,11 @@ def render_markdown(records: list[dict], *, plots: dict[str, str] | None = None,
     lines += ["## Ablations", ""]
     for sweep in found:
       lines += [f"### {sweep['experiment_name']}: sweep `{sweep['sweep']}`", "",
-                f"Points in launch order: {', '.join(sweep['points'])}.", "", sweep_table(sweep), ""]
+                f"Points: {', '.join(sweep['points'])}.", "", sweep_table(sweep), ""]
+      if sweep["stand_ins"]:
+        lines += ["A `stand-in` row is a run of the same experiment outside this sweep whose config is the point's (the "
+                  "sweep's config with the point's values, seed aside): it counts for the point instead of the same "
+                  "model being trained again.", ""]
       by_seed = seed_table(sweep)
       if by_seed:
         lines += ["Over random seeds (the runs above, by point):", "", by_seed, ""]
