@@ -239,7 +239,7 @@ def plot_extrapolation(rows, path: fs.PathLike) -> None:
             label=_run_label(record, rows))
   if longest_seen is not None:
     ax.axvline(longest_seen + 0.5, color="gray", linestyle="--", linewidth=1)
-  ax.set_xlabel("source length (characters); right of the dashed line: longer than any training string")
+  ax.set_xlabel("source length (characters); dashed: the longest training length")
   ax.set_ylabel("exact match (%)")
   ax.set_ylim(-2, 102)
   ax.grid(alpha=0.3)
