@@ -120,3 +120,16 @@ def test_extrapolation_section_gives_exact_match_per_length_over_both_splits(tmp
       assert cell == f"{100 * right / total:.1f}", (name, n)
       assert (cell == "100.0") == (name == "a" or n % 2 == 0)
   assert (out / "extrapolation.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_the_length_curve_takes_each_experiments_best_run_on_validation_not_on_test():
+  def record(run, experiment, validation, test):
+    return {"run": run, "experiment_name": experiment, "headline": "bleu", "scores": {"bleu": test},
+            "eval_curves": {"eval/bleu": [[500, validation - 5.0], [1000, validation]] if validation else []}}
+  runs = [record("t/default", "multi30k/transformer", 27.3, 25.9),
+          record("t/heads8", "multi30k/transformer", 28.1, 24.0),  # best on validation, worse on test: still chosen
+          record("t/heads1", "multi30k/transformer", 20.0, 30.0),
+          record("b/default", "multi30k/lstm_bahdanau", 29.0, 28.4),
+          record("manual", None, None, 10.0),  # no experiment and no curve: kept as it is
+          record("s/default", "multi30k/lstm_seq2seq", None, 8.9)]  # no validation curve: kept
+  assert [r["run"] for r in length.selected_runs(runs)] == ["t/heads8", "b/default", "manual", "s/default"]

@@ -28,8 +28,9 @@ Written into ``--out`` (a local directory or a URL), all through :mod:`attnjax.f
   score drawn as a gap with its state written in, not as 0.
 * ``curves_<experiment_name, "/" -> "_">.png``: validation headline metric and eval loss against the step, one line
   per run.
-* ``bleu_by_length.png`` and a section of ``results.md``: BLEU by source-sentence length of every evaluated
-  translation run (:mod:`attnjax.report.length`, Bahdanau et al. 2015 Fig. 2); runs evaluated on more than one
+* ``bleu_by_length.png`` (``bleu_by_length_<task>.png`` for several tasks) and a section of ``results.md`` per task:
+  BLEU by source-sentence length of each experiment's run with the best validation score (:mod:`attnjax.report.length`,
+  Bahdanau et al. 2015 Fig. 2); runs evaluated on more than one
   split (``metrics.test2017.json`` beside ``metrics.test.json``) get an "Other evaluated splits" table.
 * ``scaling_<experiment>.png`` and a section: for a sweep named ``size``, best validation NLL against non-embedding
   parameters and the fit of L(N) = (N_c / N)^α with its standard error (:mod:`attnjax.report.scaling`).
@@ -114,17 +115,22 @@ def write_report(roots: Iterable[fs.PathLike], out: fs.PathLike) -> str:
       plots[curves_file(name)] = name
   sections = []
   from attnjax.report import length  # pylint: disable=g-import-not-at-top
-  for title, intro, find, table, plot, png in (
-      ("BLEU by source length", "Corpus BLEU of each source-length bucket of the evaluated split (sentences in the "
-       "bucket in parentheses); Bahdanau et al. 2015, Fig. 2.", length.length_rows, length.length_table,
-       length.plot_length, "bleu_by_length.png"),
-      ("Position extrapolation", "Exact match (%) of string reversal by source length: the validation split has "
-       "the training lengths, the test split only longer strings.", length.extrapolation_rows,
-       length.extrapolation_table, length.plot_extrapolation, "extrapolation.png")):
-    rows = find(records)
-    if rows:
-      plot(rows, fs.join(out, png))
-      sections.append(f"## {title}\n\n{intro}\n\n{table(rows)}\n\n![{title}]({png})")
+  by_task: dict[str, list] = {}
+  for row in length.length_rows(records):
+    by_task.setdefault(row[0]["task"], []).append(row)
+  for task, rows in sorted(by_task.items()):
+    png = "bleu_by_length.png" if len(by_task) == 1 else f"bleu_by_length_{task}.png"
+    length.plot_length(rows, fs.join(out, png))
+    sections.append(f"## BLEU by source length: {task}\n\nCorpus BLEU of each source-length bucket of the evaluated "
+                    "split (sentences in the bucket in parentheses), Bahdanau et al. 2015, Fig. 2; one run per "
+                    "experiment, the best by validation BLEU during training.\n\n"
+                    f"{length.length_table(rows)}\n\n![BLEU by source length: {task}]({png})")
+  rows = length.extrapolation_rows(records)
+  if rows:
+    length.plot_extrapolation(rows, fs.join(out, "extrapolation.png"))
+    sections.append("## Position extrapolation\n\nExact match (%) of string reversal by source length: the validation "
+                    "split has the training lengths, the test split only longer strings.\n\n"
+                    f"{length.extrapolation_table(rows)}\n\n![Position extrapolation](extrapolation.png)")
   from attnjax.report import scaling  # pylint: disable=g-import-not-at-top
   for name, points in scaling.scaling_points(records).items():
     plot = f"scaling_{name.replace('/', '_')}.png"

@@ -97,11 +97,15 @@ def _synthetic(record: dict) -> bool:
   return ((record.get("config") or {}).get("data") or {}).get("source") == "synthetic"
 
 
+def _scorable(record: dict) -> bool:
+  return (record.get("kind") == "translation" and record.get("state") == "evaluated" and bool(record.get("config"))
+          and not _synthetic(record))
+
+
 def run_buckets(record: dict, edges=EDGES) -> list[dict] | None:
   """:func:`bleu_by_length` of one :func:`attnjax.report.runs.read_run` record, or None (reason logged). Natural
   language only: the synthetic tasks have no words (their length study is :func:`extrapolation_rows`)."""
-  if (record.get("kind") != "translation" or record.get("state") != "evaluated" or not record.get("config")
-      or _synthetic(record)):
+  if not _scorable(record):
     return None
   read = _split_and_hypotheses(record, record["split"], record.get("metrics"), "BLEU by length")
   if read is None:
@@ -110,10 +114,32 @@ def run_buckets(record: dict, edges=EDGES) -> list[dict] | None:
   return bleu_by_length([s for s, _ in examples], hypotheses, [t for _, t in examples], edges)
 
 
-def length_rows(records: list[dict], edges=EDGES) -> list[tuple[dict, list[dict]]]:
-  """``[(record, buckets)]`` for every run that :func:`run_buckets` can score."""
-  out = []
+def best_validation(record: dict) -> float | None:
+  """The best validation score of the run's training evaluations (its headline metric's ``eval/`` curve), or None."""
+  curve = (record.get("eval_curves") or {}).get(f"eval/{record.get('headline') or 'bleu'}")
+  return max(value for _, value in curve) if curve else None
+
+
+def selected_runs(records: list[dict]) -> list[dict]:
+  """One run per experiment (``experiment_name``): the one with the best validation score during training, so that a
+  model's tuning and ablation runs give one curve, chosen without the test set. Runs without an experiment or without
+  validation curves are each kept."""
+  groups: dict[str, list[dict]] = {}
   for record in records:
+    groups.setdefault(record.get("experiment_name") or record["run"], []).append(record)
+  chosen = []
+  for group in groups.values():
+    scored = [r for r in group if best_validation(r) is not None]
+    chosen += [r for r in group if best_validation(r) is None]
+    if scored:
+      chosen.append(max(scored, key=best_validation))
+  return sorted(chosen, key=lambda r: records.index(r))
+
+
+def length_rows(records: list[dict], edges=EDGES) -> list[tuple[dict, list[dict]]]:
+  """``[(record, buckets)]``: :func:`run_buckets` of the :func:`selected_runs` among the scorable translation runs."""
+  out = []
+  for record in selected_runs([r for r in records if _scorable(r)]):
     buckets = run_buckets(record, edges)
     if buckets is not None:
       out.append((record, buckets))
