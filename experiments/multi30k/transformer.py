@@ -20,8 +20,8 @@ SWEEPS = {
                for n in (1, 2, 3, 6)],
     "positional": [{"name": p, "overrides": {"model.positional": p}}
                    for p in ("sinusoidal", "learned", "relative", "t5")],
-    # tuning for the budget (selected on validation BLEU): the default's 800 warm-up steps are most of what 30
-    # minutes on this machine train (700 steps in the first run)
+    # tuning for the budget, selected on validation BLEU: the first run's 800 warm-up steps were more than the 700
+    # steps 30 minutes trained here; 400 reached 30.4 validation BLEU against 27.3 and became the recipe's default
     "warmup": [{"name": f"warmup{w}", "overrides": {"train.warmup_steps": w}} for w in (400, 800)],
 }
 
