@@ -222,7 +222,9 @@ def _read_metrics(workdir: str, split: str) -> dict | None:
 def _run_label(record: dict, rows) -> str:
   label = (record.get("model") or {}).get("positional") or record["label"] or record["run"]
   same = sum(((r.get("model") or {}).get("positional") or r["label"] or r["run"]) == label for r, _ in rows)
-  return label if same == 1 else f"{label} ({record['run']})"
+  if same == 1:
+    return label
+  return f"{label} (seed {record['seed']})" if record.get("seed") is not None else f"{label} ({record['run']})"
 
 
 def _percent(count) -> str:
