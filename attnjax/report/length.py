@@ -127,13 +127,14 @@ def selected_runs(records: list[dict]) -> list[dict]:
   groups: dict[str, list[dict]] = {}
   for record in records:
     groups.setdefault(record.get("experiment_name") or record["run"], []).append(record)
-  chosen = []
+  chosen = set()
   for group in groups.values():
-    scored = [r for r in group if best_validation(r) is not None]
-    chosen += [r for r in group if best_validation(r) is None]
+    scores = {id(r): best_validation(r) for r in group}
+    chosen |= {id(r) for r in group if scores[id(r)] is None}
+    scored = [r for r in group if scores[id(r)] is not None]
     if scored:
-      chosen.append(max(scored, key=best_validation))
-  return sorted(chosen, key=lambda r: records.index(r))
+      chosen.add(id(max(scored, key=lambda r: scores[id(r)])))
+  return [r for r in records if id(r) in chosen]
 
 
 def length_rows(records: list[dict], edges=EDGES) -> list[tuple[dict, list[dict]]]:
