@@ -133,3 +133,11 @@ def test_the_length_curve_takes_each_experiments_best_run_on_validation_not_on_t
           record("manual", None, None, 10.0),  # no experiment and no curve: kept as it is
           record("s/default", "multi30k/lstm_seq2seq", None, 8.9)]  # no validation curve: kept
   assert [r["run"] for r in length.selected_runs(runs)] == ["t/heads8", "b/default", "manual", "s/default"]
+
+
+def test_extrapolation_rows_of_one_encoding_are_told_apart_by_seed():
+  def record(run, positional, seed):
+    return {"run": run, "label": "Transformer", "model": {"positional": positional}, "seed": seed}
+  rows = [(record("p/sinusoidal/seed0", "sinusoidal", 0), {}), (record("p/sinusoidal/seed1", "sinusoidal", 1), {}),
+          (record("p/t5/seed0", "t5", 0), {})]
+  assert [length._run_label(r, rows) for r, _ in rows] == ["sinusoidal (seed 0)", "sinusoidal (seed 1)", "t5"]
