@@ -43,3 +43,20 @@ def test_a_best_metric_the_evaluation_does_not_compute_is_refused():
 def test_unknown_task_lists_the_registered_ones():
   with pytest.raises(ValueError, match="unknown task 'wmt15_en_de'; registered tasks: .*'wmt14_en_de'"):
     use_task(config_lib.base_config(), "wmt15_en_de")
+
+
+@pytest.mark.parametrize("task, bleu_expected", [("reverse", False), ("dates", True)])
+def test_synthetic_tasks_score_bleu_only_where_their_targets_have_ngrams(tmp_path, task, bleu_expected):
+  """BLEU is left out exactly where it cannot tell right from wrong: sacreBLEU's 13a tokenizer leaves a reversed string
+  whole (one token, no bigrams), so even the reference scored against itself gets 0; dates split at their hyphens."""
+  import sacrebleu  # pylint: disable=g-import-not-at-top
+  from attnjax.data.tasks import load_task  # pylint: disable=g-import-not-at-top
+  config = config_lib.base_config()
+  config.data.task = task
+  config.data.train_examples, config.data.validation_examples, config.data.test_examples = 50, 20, 20
+  data = load_task(config.data, str(tmp_path))
+  references = [target for _, target in data.splits["test"]]
+  perfect = sacrebleu.corpus_bleu(references, [references]).score
+  assert (perfect > 99) == bleu_expected
+  assert ("bleu" in data.metrics) == bleu_expected
+  assert {"exact_match", "chrf"} <= set(data.metrics)
