@@ -102,11 +102,7 @@ def _apply_overrides(config, eval_overrides: dict | None, metrics: tuple[str, ..
 def _task_metrics(config) -> tuple[str, ...]:
   if config.eval.metrics:
     return tuple(config.eval.metrics)
-  if config.data.source == "synthetic":
-    return ("exact_match", "bleu", "chrf")
-  if config.data.source in squad.QA_SOURCES:
-    return ("exact_match", "f1")
-  return ("rouge",) if config.data.source in tasks.SUMMARIZATION_SOURCES else ("bleu", "chrf", "ter")
+  return tasks.default_metrics(config.data)
 
 
 def evaluate_checkpoint(workdir: str, *, split: str = "test", checkpoint: str = "best",

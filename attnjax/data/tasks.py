@@ -165,6 +165,16 @@ _SYNTHETIC_METRICS = {"reverse": ("exact_match", "chrf")}
 _SYNTHETIC_DEFAULT_METRICS = ("exact_match", "bleu", "chrf")
 
 
+def default_metrics(data_cfg) -> tuple[str, ...]:
+  """What a task is scored with when ``config.eval.metrics`` is empty: the one answer that training's evaluations
+  and ``attnjax.evaluate`` share."""
+  if data_cfg.source == "synthetic":
+    return _SYNTHETIC_METRICS.get(data_cfg.task, _SYNTHETIC_DEFAULT_METRICS)
+  if data_cfg.source in squad.QA_SOURCES:
+    return ("exact_match", "f1")
+  return ("rouge",) if data_cfg.source in SUMMARIZATION_SOURCES else ("bleu", "chrf", "ter")
+
+
 def _synthetic(data_cfg, workdir: str) -> TaskData:
   splits = _synthetic_splits(data_cfg)
   path = fs.join(workdir, VOCAB_FILE)
@@ -173,8 +183,7 @@ def _synthetic(data_cfg, workdir: str) -> TaskData:
   else:
     vocab = CharVocab.build(text for pair in splits["train"] for text in pair)
     vocab.save(path)
-  return TaskData(data_cfg.task, vocab, vocab, splits,
-                  _SYNTHETIC_METRICS.get(data_cfg.task, _SYNTHETIC_DEFAULT_METRICS))
+  return TaskData(data_cfg.task, vocab, vocab, splits, default_metrics(data_cfg))
 
 
 SUMMARIZATION_SOURCES = ("jsonl", "tfds_summarization")
@@ -204,8 +213,7 @@ def _text(data_cfg, workdir: str) -> TaskData:
   src_vocab, tgt_vocab = load_or_train_pair(workdir, lambda: splits["train"], int(data_cfg.get("vocab_size", 8000)),
                                             joint=bool(data_cfg.get("joint_vocab", True)),
                                             model_type=data_cfg.get("spm_model_type", "unigram"))
-  metrics = ("rouge",) if data_cfg.source in SUMMARIZATION_SOURCES else ("bleu", "chrf", "ter")
-  return TaskData(data_cfg.source, src_vocab, tgt_vocab, splits, metrics, token_cache_dir=workdir,
+  return TaskData(data_cfg.source, src_vocab, tgt_vocab, splits, default_metrics(data_cfg), token_cache_dir=workdir,
                   source_key=_source_key(data_cfg))
 
 

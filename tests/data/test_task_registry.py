@@ -60,3 +60,6 @@ def test_synthetic_tasks_score_bleu_only_where_their_targets_have_ngrams(tmp_pat
   assert (perfect > 99) == bleu_expected
   assert ("bleu" in data.metrics) == bleu_expected
   assert {"exact_match", "chrf"} <= set(data.metrics)
+  # attnjax.evaluate asks the same question of the saved config and must get the same answer as training did
+  from attnjax import scoring  # pylint: disable=g-import-not-at-top
+  assert scoring._task_metrics(config) == data.metrics  # pylint: disable=protected-access
