@@ -214,6 +214,33 @@ def test_a_point_run_with_several_seeds_gets_its_mean_and_range(tmp_path):
   assert report.seed_table(report.sweeps(one_seed)[0]) is None  # one run per point: no such table
 
 
+def test_points_that_ran_different_step_counts_are_compared_at_a_step_all_reached(tmp_path):
+  # one wall-clock budget: heads8 ran 740 steps, heads16 only 569; both were evaluated at 500, heads1 at 250 and 500
+  root, base = tmp_path / "runs", "multi30k/transformer"
+  arms = {"heads1": ([(250, 12.5), (500, 24.25), (700, 29.5)], 29.0, [(100, 9.0), (200, 1300.0), (300, 1310.0)]),
+          "heads8": ([(500, 25.0), (740, 30.5)], 29.75, [(100, 9.0), (200, 1250.0), (300, 1350.0)]),
+          "heads16": ([(500, 24.5), (569, 27.75)], 28.0, [(100, 9.0), (200, 960.0), (300, 970.0)])}
+  for i, (point, (bleu, test, speed)) in enumerate(arms.items()):
+    _run(root / "heads" / point, launch=_launch(base, sweep="heads", point=point,
+                                                start=f"2025-01-02T{10 + i:02d}:00:00+00:00"),
+         config=_transformer(0, num_heads=int(point[5:])),
+         metrics={"step": bleu[-1][0], "steps": [bleu[-1][0]], "examples": 1000, "bleu": test},
+         curves={"eval/bleu": bleu, "train/tokens_per_s": speed})
+  _run(root / "heads" / "heads4", launch=_launch(base, sweep="heads", point="heads4", status="failed",
+                                                 start="2025-01-02T20:00:00+00:00"), config=_transformer(0, num_heads=4))
+  found = report.sweeps(report.collect([str(root)]))[0]
+  assert report.common_eval_step(found) == 500
+  markdown = report.render_markdown(report.collect([str(root)]))
+  rows = {r["point"]: r for r in _table_rows(markdown, "sweep `heads`")}
+  assert {p: (r["BLEU"], r["steps"], r["train tok/s"], r["validation BLEU at step 500"]) for p, r in rows.items()} == {
+      "heads1": ("29.00", "700", "1305", "24.25"), "heads8": ("29.75", "740", "1300", "25.00"),
+      "heads16": ("28.00", "569", "965", "24.50"), "heads4": ("failed", "—", "—", "—")}
+  assert "score at step 500, the last evaluation every run reached" in markdown
+  # no step in common (or a single curve): no such column
+  found["runs"] = [r for r in found["runs"] if r["point"] == "heads8"]
+  assert report.common_eval_step(found) is None and "validation BLEU" not in report.sweep_table(found)
+
+
 def _transformer(seed, **model):
   config = _config("multi30k_en_de", {"name": "transformer", "d_model": 256, "num_heads": 4, "num_encoder_layers": 3,
                                       "num_decoder_layers": 3, **model})

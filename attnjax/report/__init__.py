@@ -48,7 +48,7 @@ from attnjax.report.runs import (
     HEADLINE, KINDS, KIND_METRICS, KIND_TITLES, LABEL_ORDER, METRIC_TITLES, NOT_COMPUTED, RUN_FILES, SEED_REPORTED,
     SKIPPED_DIRS, SPLIT_PREFERENCE, TASK_KINDS, collect, find_runs, model_label, read_run)
 from attnjax.report.tables import (
-    curve_groups, curves_file, format_score, format_seed, format_wall, kind_table, render_markdown,
+    common_eval_step, curve_groups, curves_file, format_score, format_seed, format_wall, kind_table, render_markdown,
     second_seed_points, seed_table, sweep_table, sweeps)
 from attnjax.report.plots import plot_ablation, plot_curves
 from attnjax.report.tensorboard import read_records, read_scalars
@@ -67,6 +67,7 @@ __all__ = [
     "SPLIT_PREFERENCE",
     "TASK_KINDS",
     "collect",
+    "common_eval_step",
     "curve_groups",
     "curves_file",
     "find_runs",

@@ -209,11 +209,30 @@ def _overrides_text(overrides) -> str:
   return ", ".join(f"{key}={json.dumps(value)}" for key, value in overrides.items())
 
 
+def common_eval_step(sweep: dict) -> int | None:
+  """The last step at which every run of ``sweep`` with a validation curve of its headline metric was evaluated, or
+  None when fewer than two runs have such a curve or they share no step.
+
+  Arms with the same wall-clock budget reach different step counts when their steps cost different time, so the
+  headline score mixes how well a configuration learns with how fast it runs; the score at a step every run reached
+  separates the two."""
+  tag = f"eval/{sweep['headline']}"
+  steps = [{step for step, _ in r["eval_curves"][tag]} for r in sweep["runs"] if r.get("eval_curves", {}).get(tag)]
+  if len(steps) < 2:
+    return None
+  shared = set.intersection(*steps)
+  return max(shared) if shared else None
+
+
 def sweep_table(sweep: dict) -> str:
-  """One sweep's table: a row per run in launch order, with the headline metric, budget and launch status."""
+  """One sweep's table: a row per run in launch order, with the headline metric, budget and launch status, the
+  training throughput, and the validation headline score at :func:`common_eval_step` when there is one."""
   metric = sweep["headline"]
-  header = ["point", "overrides", METRIC_TITLES.get(metric, "headline"), "steps", "wall (h:mm)", "hardware", "status",
-            "run"]
+  title = METRIC_TITLES.get(metric, "headline")
+  at = common_eval_step(sweep)
+  header = ["point", "overrides", title, "steps", "train tok/s"]
+  header += [] if at is None else [f"validation {title} at step {at}"]
+  header += ["wall (h:mm)", "hardware", "status", "run"]
   rows = []
   for r in sweep["runs"]:
     if r["state"] != "evaluated":
@@ -223,8 +242,12 @@ def sweep_table(sweep: dict) -> str:
     else:
       value = NOT_COMPUTED
     status = r["state"] if r["state"].startswith("unreadable") else (r["status"] or r["state"])
-    rows.append([_escape(r["point"]), _escape(_overrides_text(r["overrides"])), _escape(value), _format_steps(r),
-                 format_wall(r["wall_seconds"]), _escape(r["target"]), _escape(status), _escape(r["run"])])
+    row = [_escape(r["point"]), _escape(_overrides_text(r["overrides"])), _escape(value), _format_steps(r),
+           "—" if r.get("tokens_per_s") is None else f"{r['tokens_per_s']:.0f}"]
+    if at is not None:
+      curve = dict(map(tuple, r.get("eval_curves", {}).get(f"eval/{metric}", [])))
+      row.append(format_score(curve[at]) if at in curve else "—")
+    rows.append(row + [format_wall(r["wall_seconds"]), _escape(r["target"]), _escape(status), _escape(r["run"])])
   return _table(header, rows)
 
 
@@ -335,6 +358,11 @@ def render_markdown(records: list[dict], *, plots: dict[str, str] | None = None,
     for sweep in found:
       lines += [f"### {sweep['experiment_name']}: sweep `{sweep['sweep']}`", "",
                 f"Points: {', '.join(sweep['points'])}.", "", sweep_table(sweep), ""]
+      at = common_eval_step(sweep)
+      if at is not None:
+        lines += [f"The validation column is each run's score at step {at}, the last evaluation every run reached: "
+                  "under one wall-clock budget a slower configuration trains fewer steps, and this column compares "
+                  "the points at equal steps.", ""]
       if sweep["stand_ins"]:
         lines += ["A `stand-in` row is a run of the same experiment outside this sweep whose config is the point's (the "
                   "sweep's config with the point's values, seed aside): it counts for the point instead of the same "
