@@ -5,6 +5,7 @@ unreadable file in one run, a missing --runs directory, the CLI, and a whole rep
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -336,6 +337,40 @@ def test_missing_runs_directory_is_named(tmp_path):
   missing = tmp_path / "nope"
   with pytest.raises(FileNotFoundError, match=str(missing)):
     report.write_report([str(missing)], str(tmp_path / "out"))
+
+
+def test_an_earlier_reports_results_json_is_reported_again_and_a_workdir_supersedes_it(tmp_path):
+  root = tmp_path / "launch"
+  config = _config("wmt14_en_de", TRANSFORMER_BASE)
+  _run(root / "a", launch=_launch("wmt14_en_de/transformer", status="running", wall_seconds=None), config=config)
+  _run(root / "b", launch=_launch("wmt14_en_de/transformer"), config=config,
+       metrics={"step": 30, "bleu": 21.5}, curves={"eval/bleu": BLEU_CURVE})
+  report.write_report([str(root)], str(tmp_path / "first"))
+  archive = tmp_path / "first" / "results.json"
+  shutil.rmtree(root / "b")  # b's workdir is gone: only the report remembers it
+  (root / "a" / "metrics.test.json").write_text(json.dumps({"split": "test", "step": 30, "bleu": 19.0}))
+  launch = json.loads((root / "a" / "launch.json").read_text())
+  (root / "a" / "launch.json").write_text(json.dumps({**launch, "status": "done", "returncode": 0}))
+
+  records = {r["run"]: r for r in report.collect([str(archive), str(root)])}
+  assert (records["a"]["state"], records["a"]["scores"], records["a"].get("archived")) == ("evaluated",
+                                                                                             {"bleu": 19.0}, None)
+  assert (records["b"]["state"], records["b"]["scores"]["bleu"], records["b"]["archived"]) == ("evaluated", 21.5,
+                                                                                                 str(archive))
+  assert records["b"]["eval_curves"]["eval/bleu"] == [list(p) for p in BLEU_CURVE]
+  markdown = report.render_markdown(list(records.values()))
+  rows = {row["run"]: row for row in _table_rows(markdown, "## Translation")}
+  assert rows["a"]["wmt14_en_de BLEU"].startswith("19.00") and rows["b"]["wmt14_en_de BLEU"].startswith("21.50")
+  assert f"1 of them as `{archive}` recorded them" in markdown
+
+  (tmp_path / "bad.json").write_text(json.dumps({"roots": [], "runs": [{"state": "evaluated"}]}))
+  with pytest.raises(ValueError, match=r"bad.json: runs\[0\] is not a run record"):
+    report.collect([str(tmp_path / "bad.json")])
+  (tmp_path / "list.json").write_text("[]")
+  with pytest.raises(ValueError, match="list.json is not a report's results.json"):
+    report.collect([str(tmp_path / "list.json")])
+  with pytest.raises(FileNotFoundError, match="gone.json"):
+    report.collect([str(tmp_path / "gone.json")])
 
 
 def test_cli(runs, tmp_path):

@@ -5,6 +5,7 @@ by length on the reversal task (position extrapolation)."""
 import gzip
 import json
 import os
+import shutil
 
 import pytest
 
@@ -72,6 +73,17 @@ def test_report_scores_each_length_bucket_of_a_run_and_lists_its_other_test_set(
   assert "## Other evaluated splits" in markdown and "| test2017 | BLEU 31.50 |" in markdown
   assert (out / "bleu_by_length.png").read_bytes().startswith(PNG_MAGIC)
 
+  # the run's workdir gone, the report's own results.json draws the same table again
+  archive = tmp_path / "archive" / "results.json"
+  archive.parent.mkdir()
+  archive.write_text((out / "results.json").read_text())
+  shutil.move(str(tmp_path / "runs"), str(tmp_path / "moved"))
+  again = report.write_report([str(archive)], str(tmp_path / "from_archive"))
+  assert _section(again, "## BLEU by source length") == _section(markdown, "## BLEU by source length")
+  assert _section(again, "## Other evaluated splits") == _section(markdown, "## Other evaluated splits")
+  assert f"1 of them as `{archive}` recorded them" in again
+  shutil.move(str(tmp_path / "moved"), str(tmp_path / "runs"))
+
   os.remove(run / "hypotheses.test.step10.txt")  # a run without its hypotheses is left out, not scored as 0
   markdown = report.write_report([str(tmp_path / "runs")], str(tmp_path / "report2"))
   assert "## BLEU by source length" not in markdown
@@ -121,6 +133,16 @@ def test_extrapolation_section_gives_exact_match_per_length_over_both_splits(tmp
       assert (cell == "100.0") == (name == "a" or n % 2 == 0)
   assert (out / "extrapolation.png").read_bytes().startswith(PNG_MAGIC)
 
+  shutil.rmtree(tmp_path / "runs")  # from the report's results.json alone: the same section
+  again = report.write_report([str(out / "results.json")], str(tmp_path / "from_archive"))
+  assert _section(again, "## Position extrapolation") == _section(markdown, "## Position extrapolation")
+
+
+def _section(markdown, heading):
+  text = markdown[markdown.index(heading):]
+  end = text.find("\n## ", len(heading))
+  return text if end < 0 else text[:end]
+
 
 def test_the_length_curve_takes_each_experiments_best_run_on_validation_not_on_test():
   def record(run, experiment, validation, test):
@@ -141,3 +163,21 @@ def test_extrapolation_rows_of_one_encoding_are_told_apart_by_seed():
   rows = [(record("p/sinusoidal/seed0", "sinusoidal", 0), {}), (record("p/sinusoidal/seed1", "sinusoidal", 1), {}),
           (record("p/t5/seed0", "t5", 0), {})]
   assert [length._run_label(r, rows) for r, _ in rows] == ["sinusoidal (seed 0)", "sinusoidal (seed 1)", "t5"]
+
+
+def test_an_archived_run_without_validation_lengths_shows_its_validation_score():
+  """A run archived before records kept per-length results has only its test lengths (carried over) and its
+  validation split's exact match: the pooled column shows that score; beside a run with validation lengths, the
+  column keeps their range."""
+  old = {"run": "old", "label": "Transformer", "model": {"positional": "learned"}, "seed": 0, "split": "test",
+         "scores": {"exact_match": 0.0}, "other_splits": {"validation": {"exact_match": 95.04}}}
+  new = {"run": "new", "label": "Transformer", "model": {"positional": "t5"}, "seed": 1, "split": "test",
+         "scores": {"exact_match": 50.0}, "other_splits": {"validation": {"exact_match": 99.0}}}
+  old_counts = {"test": {13: [10, 0], 14: [10, 0]}}
+  new_counts = {"validation": {3: [4, 4], 12: [6, 3]}, "test": {13: [2, 1], 14: [2, 1]}}
+  table = length.extrapolation_table([(old, old_counts)]).splitlines()
+  assert table[0] == "| positions | run | validation (training lengths) | length 13 | length 14 |"
+  assert table[2] == "| learned | old | 95.0 | 0.0 | 0.0 |"
+  table = length.extrapolation_table([(old, old_counts), (new, new_counts)]).splitlines()
+  assert table[0] == "| positions | run | lengths 3–12 (validation) | length 13 | length 14 |"
+  assert table[2:] == ["| learned | old | 95.0 | 0.0 | 0.0 |", "| t5 | new | 70.0 | 50.0 | 50.0 |"]

@@ -4,7 +4,10 @@
 
 Every ``--runs`` entry is a launch root (searched recursively, never inside ``checkpoints/`` or ``tensorboard/``) or
 one run workdir. A run workdir is a directory holding ``launch.json`` (written by the launcher) and/or
-``config.json`` (written by ``attnjax.train``); the search does not descend into a run. Read from each run:
+``config.json`` (written by ``attnjax.train``); the search does not descend into a run. An entry ending in ``.json``
+is an earlier report's ``results.json``, whose records are reported again as recorded (their workdirs gone: a TPU
+VM's disk, an earlier session's), unless a workdir found here holds the same run (:func:`collect`). Read from each
+run:
 
 * ``launch.json``: ``{"experiment", "experiment_name", "sweep" (or null), "point", "overrides", "extra_overrides",
   "target", "commit", "commands", "start", "end", "status" ("pending" | "running" | "done" | "failed"),
@@ -46,7 +49,7 @@ from typing import Iterable
 from attnjax import fs
 from attnjax.report.runs import (
     HEADLINE, KINDS, KIND_METRICS, KIND_TITLES, LABEL_ORDER, METRIC_TITLES, NOT_COMPUTED, RUN_FILES, SEED_REPORTED,
-    SKIPPED_DIRS, SPLIT_PREFERENCE, TASK_KINDS, collect, find_runs, model_label, read_run)
+    SKIPPED_DIRS, SPLIT_PREFERENCE, TASK_KINDS, collect, find_runs, model_label, read_archive, read_run)
 from attnjax.report.tables import (
     common_eval_step, curve_groups, curves_file, format_score, format_seed, format_wall, kind_table, render_markdown,
     second_seed_points, seed_table, sweep_table, sweeps)
@@ -78,6 +81,7 @@ __all__ = [
     "model_label",
     "plot_ablation",
     "plot_curves",
+    "read_archive",
     "read_records",
     "read_run",
     "read_scalars",

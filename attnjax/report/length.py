@@ -11,8 +11,11 @@ than any seen in training: :func:`extrapolation_rows` gives each run's exact mat
 over its validation split (the training lengths) and its test split (the longer ones), as a table and
 ``extrapolation.png``.
 
-A run whose data cannot be found, or whose hypotheses file does not have one line per example, is left out with the
-reason logged; the rest of the report does not depend on it.
+Both are stored in the run's record (``bleu_by_length``: ``{"edges", "buckets"}``; ``exact_match_by_length``:
+``{split: {length: [examples, right]}}``), so that a report that only has an earlier ``results.json`` of the run
+(:func:`attnjax.report.runs.read_archive`: its workdir is gone) draws it again from there. A run whose data cannot be
+found, or whose hypotheses file does not have one line per example, is left out with the reason logged; the rest of
+the report does not depend on it.
 """
 
 from __future__ import annotations
@@ -107,11 +110,19 @@ def run_buckets(record: dict, edges=EDGES) -> list[dict] | None:
   language only: the synthetic tasks have no words (their length study is :func:`extrapolation_rows`)."""
   if not _scorable(record):
     return None
+  stored = record.get("bleu_by_length")
+  if record.get("archived"):
+    if not stored or list(stored.get("edges") or ()) != list(edges):
+      logging.warning("BLEU by length: archived run %s has no per-length scores for buckets %s", record["run"], edges)
+      return None
+    return stored["buckets"]
   read = _split_and_hypotheses(record, record["split"], record.get("metrics"), "BLEU by length")
   if read is None:
     return None
   examples, hypotheses = read
-  return bleu_by_length([s for s, _ in examples], hypotheses, [t for _, t in examples], edges)
+  buckets = bleu_by_length([s for s, _ in examples], hypotheses, [t for _, t in examples], edges)
+  record["bleu_by_length"] = {"edges": list(edges), "buckets": buckets}  # for a later report from results.json
+  return buckets
 
 
 def best_validation(record: dict) -> float | None:
@@ -201,6 +212,14 @@ def extrapolation_rows(records: list[dict]) -> list[tuple[dict, dict[str, dict[i
   for record in records:
     if record.get("task") != "reverse" or record.get("state") != "evaluated" or not record.get("config"):
       continue
+    if record.get("archived"):
+      stored = record.get("exact_match_by_length") or {}
+      by_split = {split: {int(n): list(count) for n, count in counts.items()} for split, counts in stored.items()}
+      if by_split:
+        out.append((record, by_split))
+      else:
+        logging.warning("Extrapolation: archived run %s has no per-length exact match", record["run"])
+      continue
     by_split = {}
     for split in sorted({record["split"], *(record.get("other_splits") or {})}):
       metrics = record.get("metrics") if split == record["split"] else _read_metrics(record["workdir"], split)
@@ -209,6 +228,7 @@ def extrapolation_rows(records: list[dict]) -> list[tuple[dict, dict[str, dict[i
         examples, hypotheses = read
         by_split[split] = exact_match_by_length([s for s, _ in examples], hypotheses, [t for _, t in examples])
     if by_split:
+      record["exact_match_by_length"] = by_split  # for a later report from results.json
       out.append((record, by_split))
   return out
 
@@ -232,19 +252,29 @@ def _percent(count) -> str:
   return f"{100.0 * count[1] / count[0]:.1f}" if count[0] else "—"
 
 
+def _validation_score(record: dict) -> float | None:
+  scores = record["scores"] if record.get("split") == "validation" else (record.get("other_splits") or {}).get(
+      "validation", {})
+  return scores.get("exact_match")
+
+
 def extrapolation_table(rows) -> str:
-  """A row per run: exact match (%) over the validation lengths pooled, then at each longer test length."""
+  """A row per run: exact match (%) over the validation lengths pooled, then at each longer test length. An archived
+  run that kept only its test lengths shows its validation split's exact match in the pooled column."""
   seen = sorted({n for _, by_split in rows for n in by_split.get("validation", {})})
   longer = sorted({n for _, by_split in rows for n in by_split.get("test", {})} - set(seen))
+  pooled_column = bool(seen) or any(_validation_score(record) is not None for record, _ in rows)
   header = ["positions", "run"]
-  header += [f"lengths {seen[0]}–{seen[-1]} (validation)"] if seen else []
+  if pooled_column:
+    header.append(f"lengths {seen[0]}–{seen[-1]} (validation)" if seen else "validation (training lengths)")
   header += [f"length {n}" for n in longer]
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   for record, by_split in rows:
     cells = [_run_label(record, rows), record["run"]]
-    if seen:
+    if pooled_column:
       pooled = [sum(c[i] for c in by_split.get("validation", {}).values()) for i in (0, 1)]
-      cells.append(_percent(pooled))
+      validation = _validation_score(record)
+      cells.append(_percent(pooled) if pooled[0] or validation is None else f"{validation:.1f}")
     cells += [_percent(by_split.get("test", {}).get(n, [0, 0])) for n in longer]
     lines.append("| " + " | ".join(cells) + " |")
   return "\n".join(lines)

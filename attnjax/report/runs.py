@@ -98,7 +98,8 @@ def find_runs(root: fs.PathLike) -> list[epath.Path]:
   if not base.exists():
     raise FileNotFoundError(f"--runs directory {root} does not exist")
   if not base.is_dir():
-    raise NotADirectoryError(f"--runs entry {root} is not a directory")
+    raise NotADirectoryError(f"--runs entry {root} is not a directory (nor an earlier report's results.json, whose "
+                             "name ends in .json)")
   runs, stack = [], [base]
   while stack:
     directory = stack.pop()
@@ -323,16 +324,62 @@ def _parameters(config: dict, workdir: epath.Path, run: str) -> int | None:
     return None
 
 
+ARCHIVE_SUFFIX = ".json"
+
+
+def read_archive(path: fs.PathLike) -> list[dict[str, Any]]:
+  """The run records of an earlier report's ``results.json``, each marked ``"archived": path``.
+
+  A study outlives the disks it ran on: a TPU VM's local workdirs, or a CPU session's, are gone when the machine is,
+  while the report they produced is committed. Its records carry everything the tables and plots need (scores, steps,
+  tokens/s, validation curves, and, from reports written since they existed, the per-length scores of
+  :mod:`attnjax.report.length`), so they are reported again as they were, never re-read from their workdirs.
+
+  Raises:
+    FileNotFoundError: ``path`` does not exist.
+    ValueError: it is not a report's ``results.json`` (``{"roots": [...], "runs": [record, ...]}``); the message names
+      the file and, for a bad record, its index.
+  """
+  if not fs.exists(path):
+    raise FileNotFoundError(f"--runs archive {path} does not exist")
+  try:
+    archive = json.loads(fs.read_text(path))
+  except ValueError as e:
+    raise ValueError(f"--runs archive {path} is not JSON ({e})") from None
+  if not isinstance(archive, dict) or not isinstance(archive.get("runs"), list):
+    raise ValueError(f"--runs archive {path} is not a report's results.json (no \"runs\" list)")
+  records = []
+  for i, record in enumerate(archive["runs"]):
+    if not isinstance(record, dict) or not isinstance(record.get("run"), str) or "state" not in record:
+      raise ValueError(f"--runs archive {path}: runs[{i}] is not a run record (a dict with \"run\" and \"state\")")
+    records.append({**record, "archived": record.get("archived") or str(path)})
+  return records
+
+
 def collect(roots: Iterable[fs.PathLike], *, curves: bool = True) -> list[dict[str, Any]]:
-  """:func:`read_run` for every run under every root (in root order, then path order).
+  """:func:`read_run` for every run under every root (in root order, then path order), after the records of the roots
+  that end in ``.json``: earlier reports' ``results.json`` (:func:`read_archive`).
+
+  A run found in a workdir supersedes an archived record of the same ``run`` path (it is the newer attempt: a run the
+  archive saw ``running``, or the same point trained again), and a later archive's record an earlier one's.
 
   Raises:
     FileNotFoundError / NotADirectoryError: a root that does not exist or is a file (named).
+    ValueError: an archive that is not a report's ``results.json``.
   """
-  records = []
+  live, archived = [], {}
   for root in roots:
+    if str(root).endswith(ARCHIVE_SUFFIX):
+      for record in read_archive(root):
+        archived.pop(record["run"], None)
+        archived[record["run"]] = record
+      continue
     workdirs = find_runs(root)
     if not workdirs:
       logging.warning("no run workdir (a directory with launch.json or config.json) under %s", root)
-    records.extend(read_run(workdir, root, curves=curves) for workdir in workdirs)
-  return records
+    live.extend(read_run(workdir, root, curves=curves) for workdir in workdirs)
+  seen = {record["run"] for record in live}
+  superseded = sorted(run for run in archived if run in seen)
+  if superseded:
+    logging.info("report: %d archived run(s) superseded by their workdirs: %s", len(superseded), ", ".join(superseded))
+  return [record for run, record in archived.items() if run not in seen] + live

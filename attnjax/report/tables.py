@@ -339,6 +339,12 @@ def render_markdown(records: list[dict], *, plots: dict[str, str] | None = None,
   lines = ["# Results", ""]
   if roots:
     lines += [f"{len(records)} run{'s' if len(records) != 1 else ''} from {', '.join(f'`{r}`' for r in roots)}.", ""]
+  archives = sorted({r["archived"] for r in records if r.get("archived")})
+  if archives:
+    count = sum(bool(r.get("archived")) for r in records)
+    lines += [f"{count} of them as {', '.join(f'`{a}`' for a in archives)} recorded them (an earlier report, whose "
+              "runs' workdirs are gone): their scores, curves and per-length results are reported again, not "
+              "recomputed.", ""]
   lines += ["Each cell: our score on the evaluated split (`metrics.<split>.json`; `test`, or `validation` where the "
             "task has no test split), then in parentheses the seed study's reported score where it reports one. A run "
             "without a score says why: `running`, `pending`, `failed`, `no evaluation` (finished, no metrics file) or "
