@@ -352,7 +352,9 @@ def test_an_earlier_reports_results_json_is_reported_again_and_a_workdir_superse
   launch = json.loads((root / "a" / "launch.json").read_text())
   (root / "a" / "launch.json").write_text(json.dumps({**launch, "status": "done", "returncode": 0}))
 
-  records = {r["run"]: r for r in report.collect([str(archive), str(root)])}
+  collected = report.collect([str(archive), str(root)])
+  assert [r["run"] for r in collected] == ["b", "a"]  # archived a superseded by its workdir, not listed twice
+  records = {r["run"]: r for r in collected}
   assert (records["a"]["state"], records["a"]["scores"], records["a"].get("archived")) == ("evaluated",
                                                                                              {"bleu": 19.0}, None)
   assert (records["b"]["state"], records["b"]["scores"]["bleu"], records["b"]["archived"]) == ("evaluated", 21.5,

@@ -110,8 +110,8 @@ def run_buckets(record: dict, edges=EDGES) -> list[dict] | None:
   language only: the synthetic tasks have no words (their length study is :func:`extrapolation_rows`)."""
   if not _scorable(record):
     return None
-  stored = record.get("bleu_by_length")
   if record.get("archived"):
+    stored = record.get("bleu_by_length")
     if not stored or list(stored.get("edges") or ()) != list(edges):
       logging.warning("BLEU by length: archived run %s has no per-length scores for buckets %s", record["run"], edges)
       return None
