@@ -242,6 +242,29 @@ def test_points_that_ran_different_step_counts_are_compared_at_a_step_all_reache
   assert report.common_eval_step(found) is None and "validation BLEU" not in report.sweep_table(found)
 
 
+def test_the_seed_table_gives_the_equal_step_validation_score_over_the_scored_runs(tmp_path):
+  # heads1 ran two seeds, heads8 two (one failed after its step-500 evaluation): the mean at step 500 is over the
+  # scored runs only, as the 30-minute mean is
+  root, base = tmp_path / "runs", "multi30k/transformer"
+  arms = {("heads1", 0): ([(500, 24.0), (700, 29.5)], 29.0), ("heads1", 1): ([(500, 25.5), (800, 30.0)], 30.5),
+          ("heads8", 0): ([(500, 26.25), (740, 30.5)], 31.0), ("heads8", 1): ([(500, 27.0), (760, 31.5)], 32.0),
+          ("heads8", 2): ([(500, 99.0)], None)}
+  for i, ((point, seed), (bleu, test)) in enumerate(arms.items()):
+    failed = test is None
+    _run(root / "heads" / point / f"seed{seed}",
+         launch=_launch(base, sweep="heads", point=point, status="failed" if failed else "done",
+                        start=f"2025-01-02T{10 + i:02d}:00:00+00:00"),
+         config=_transformer(seed, num_heads=int(point[5:])),
+         metrics=None if failed else {"step": bleu[-1][0], "steps": [bleu[-1][0]], "examples": 1000, "bleu": test},
+         curves={"eval/bleu": bleu})
+  markdown = report.render_markdown(report.collect([str(root)]))
+  rows = _table_rows(markdown, "Over random seeds")
+  assert [(r["point"], r["scored runs"], r["BLEU mean"], r["BLEU min–max"], r["validation BLEU at step 500 mean"],
+           r["validation BLEU at step 500 min–max"]) for r in rows] == [
+      ("heads1", "2", "29.75", "29.00–30.50", "24.75", "24.00–25.50"),
+      ("heads8", "2", "31.50", "31.00–32.00", "26.62", "26.25–27.00")]  # (26.25 + 27) / 2 = 26.625; not the 99
+
+
 def _transformer(seed, **model):
   config = _config("multi30k_en_de", {"name": "transformer", "d_model": 256, "num_heads": 4, "num_encoder_layers": 3,
                                       "num_decoder_layers": 3, **model})

@@ -251,25 +251,37 @@ def sweep_table(sweep: dict) -> str:
   return _table(header, rows)
 
 
+def _mean_and_range(values: list[float]) -> list[str]:
+  if not values:
+    return ["—", "—"]
+  spread = f"{format_score(min(values))}–{format_score(max(values))}" if len(values) > 1 else "—"
+  return [format_score(sum(values) / len(values)), spread]
+
+
 def seed_table(sweep: dict) -> str | None:
   """Each point's headline metric over its random seeds (mean, range, number of scored runs), or None when no point
-  has two scored runs. The same point launched under two ``--runs`` roots counts as two runs too."""
+  has two scored runs. The same point launched under two ``--runs`` roots counts as two runs too. When the sweep's
+  runs share an evaluation step (:func:`common_eval_step`), the validation score there gets its mean and range too:
+  the comparison at equal steps, over the same scored runs."""
   metric = sweep["headline"]
+  at, tag = common_eval_step(sweep), f"eval/{metric}"
   rows, repeated = [], False
   for point, values in _point_values(sweep):
     runs = [r for r in sweep["runs"] if (r["point"] or r["run"]) == point]
     seeds = sorted({str(r["seed"]) for r in runs if r["seed"] is not None})
     repeated |= len(values) > 1
-    if values:
-      mean = format_score(sum(values) / len(values))
-      spread = f"{format_score(min(values))}–{format_score(max(values))}" if len(values) > 1 else "—"
-    else:
-      mean = spread = "—"
-    rows.append([_escape(point), ", ".join(seeds) or "—", str(len(values)), mean, spread])
+    row = [_escape(point), ", ".join(seeds) or "—", str(len(values))] + _mean_and_range(values)
+    if at is not None:
+      curves = [dict(map(tuple, r.get("eval_curves", {}).get(tag, []))) for r in runs if r["state"] == "evaluated"]
+      row += _mean_and_range([curve[at] for curve in curves if at in curve])
+    rows.append(row)
   if not repeated:
     return None
   title = METRIC_TITLES.get(metric, "headline")
-  return _table(["point", "random seeds", "scored runs", f"{title} mean", f"{title} min–max"], rows)
+  header = ["point", "random seeds", "scored runs", f"{title} mean", f"{title} min–max"]
+  if at is not None:
+    header += [f"validation {title} at step {at} mean", f"validation {title} at step {at} min–max"]
+  return _table(header, rows)
 
 
 def _point_values(sweep: dict) -> list[tuple[str, list[float]]]:
