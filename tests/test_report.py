@@ -145,7 +145,7 @@ def test_report_tables_plots_and_json(runs, tmp_path):
   by_run = {row["run"]: row for row in translation}
   assert set(by_run) == {"base", "heads/heads8", "heads/heads16"}
   base = by_run["base"]
-  assert base["model"] == "Transformer"
+  assert (base["model"], base["split"]) == ("Transformer", "test")
   assert base["wmt14_en_de BLEU"] == "27.12 (seed 27.3)"  # ours as in metrics.test.json, 2 decimals; the seed's beside
   assert (base["wmt14_en_de METEOR"], base["wmt14_en_de TER"], base["wmt14_en_de chrF"]) == ("40.10", "60.20", "55.00")
   assert (base["steps"], base["wall (h:mm)"], base["hardware"], base["point"]) == ("30", "1:02", "tpu-v5e-16",
@@ -167,7 +167,7 @@ def test_report_tables_plots_and_json(runs, tmp_path):
   assert "0.00" not in " ".join(failed.values())
 
   qa = _table_rows(markdown, "## Question answering")
-  assert qa == [{"model": "BiLSTM reader", "squad_v1 EM": "60.12 (seed 67.7)", "squad_v1 F1": "70.46 (seed 77.3)",
+  assert qa == [{"model": "BiLSTM reader", "split": "validation", "squad_v1 EM": "60.12 (seed 67.7)", "squad_v1 F1": "70.46 (seed 77.3)",
                  "params": "—", "steps": "2000", "train tok/s": "—", "wall (h:mm)": "—", "hardware": "cpu",
                  "point": "—", "run": "manual/squad"}]
   summarization = _table_rows(markdown, "## Summarization")  # the unreadable run is still placed, and says why

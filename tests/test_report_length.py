@@ -157,6 +157,20 @@ def test_the_length_curve_takes_each_experiments_best_run_on_validation_not_on_t
   assert [r["run"] for r in length.selected_runs(runs)] == ["t/heads8", "b/default", "manual", "s/default"]
 
 
+def test_the_length_curve_compares_one_split_per_task():
+  def record(run, experiment, task, split, validation):
+    return {"run": run, "experiment_name": experiment, "task": task, "split": split, "kind": "translation",
+            "state": "evaluated", "config": {"data": {}}, "headline": "bleu", "scores": {"bleu": 20.0},
+            "eval_curves": {"eval/bleu": [[500, validation]]}, "archived": True,
+            "bleu_by_length": {"edges": list(length.EDGES), "buckets": [{"bleu": validation}]}}
+  runs = [record("t/default", "fr/transformer", "fr", "test", 30.0),
+          record("t/size/d384", "fr/transformer", "fr", "validation", 40.0),  # best on validation, scored on it
+          record("b/default", "fr/lstm", "fr", "test", 25.0),
+          record("r/default", "rev/transformer", "rev", "validation", 50.0)]  # a task scored on validation only
+  assert length.compared_splits(runs) == {"fr": "test", "rev": "validation"}
+  assert [r["run"] for r, _ in length.length_rows(runs)] == ["t/default", "b/default", "r/default"]
+
+
 def test_extrapolation_rows_of_one_encoding_are_told_apart_by_seed():
   def record(run, positional, seed):
     return {"run": run, "label": "Transformer", "model": {"positional": positional}, "seed": seed}

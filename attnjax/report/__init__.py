@@ -127,8 +127,9 @@ def write_report(roots: Iterable[fs.PathLike], out: fs.PathLike) -> str:
     png = "bleu_by_length.png" if len(by_task) == 1 else f"bleu_by_length_{task}.png"
     length.plot_length(rows, fs.join(out, png))
     sections.append(f"## BLEU by source length: {task}\n\nCorpus BLEU of each source-length bucket of the evaluated "
-                    "split (sentences in the bucket in parentheses), Bahdanau et al. 2015, Fig. 2; one run per "
-                    "experiment, the best by validation BLEU during training.\n\n"
+                    "split (sentences in the bucket in parentheses), Bahdanau et al. 2015, Fig. 2; one split per task "
+                    "(`test` when a run was scored on it) and one run per experiment among the runs scored on it, the "
+                    "best by validation BLEU during training.\n\n"
                     f"{length.length_table(rows)}\n\n![BLEU by source length: {task}]({png})")
   rows = length.extrapolation_rows(records)
   if rows:

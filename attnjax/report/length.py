@@ -148,10 +148,28 @@ def selected_runs(records: list[dict]) -> list[dict]:
   return [r for r in records if id(r) in chosen]
 
 
+def compared_splits(records: list[dict]) -> dict[str, str]:
+  """Per task, the one split its length curve compares the runs on: ``test`` when any scorable run was scored on it,
+  else the alphabetically first split its runs were scored on. A run scored on another split (a sweep evaluated on
+  validation, say) is not set beside runs scored on the test set."""
+  splits: dict[str, set] = {}
+  for record in records:
+    if _scorable(record):
+      splits.setdefault(record.get("task"), set()).add(record.get("split") or "")
+  return {task: "test" if "test" in found else sorted(found)[0] for task, found in splits.items()}
+
+
 def length_rows(records: list[dict], edges=EDGES) -> list[tuple[dict, list[dict]]]:
-  """``[(record, buckets)]``: :func:`run_buckets` of the :func:`selected_runs` among the scorable translation runs."""
+  """``[(record, buckets)]``: :func:`run_buckets` of the :func:`selected_runs` among the scorable translation runs
+  scored on their task's :func:`compared_splits` split."""
+  compared = compared_splits(records)
+  scorable = [r for r in records if _scorable(r)]
+  kept = [r for r in scorable if (r.get("split") or "") == compared[r.get("task")]]
+  if len(kept) < len(scorable):
+    logging.info("BLEU by length: %d run(s) scored on another split than their task's %s left out: %s",
+                 len(scorable) - len(kept), compared, sorted(r["run"] for r in scorable if r not in kept))
   out = []
-  for record in selected_runs([r for r in records if _scorable(r)]):
+  for record in selected_runs(kept):
     buckets = run_buckets(record, edges)
     if buckets is not None:
       out.append((record, buckets))

@@ -103,14 +103,14 @@ def kind_table(kind: str, records: list[dict]) -> str:
   records = [r for r in records if r["kind"] == kind and r["task"] and r["label"]]
   tasks = _order((r["task"] for r in records), TASK_KINDS)
   groups = [(task, _columns(kind, task, records)) for task in tasks]
-  header = ["model"] + [f"{task} {METRIC_TITLES.get(m, m)}" for task, metrics in groups for m in metrics]
+  header = ["model", "split"] + [f"{task} {METRIC_TITLES.get(m, m)}" for task, metrics in groups for m in metrics]
   header += ["params", "steps", "train tok/s", "wall (h:mm)", "hardware", "point", "run"]
   labels = _order((r["label"] for r in records), LABEL_ORDER)
   records = sorted(records, key=lambda r: (labels.index(r["label"]), tasks.index(r["task"]), _start_key(r),
                                            r["run"]))
   rows = []
   for r in records:
-    cells = [_escape(r["label"])]
+    cells = [_escape(r["label"]), _escape(r.get("split"))]
     for task, metrics in groups:
       cells += [_escape(_cell(r, m)) if r["task"] == task else "" for m in metrics]
     cells += [_format_millions(r.get("parameters")), _format_steps(r),
@@ -357,8 +357,8 @@ def render_markdown(records: list[dict], *, plots: dict[str, str] | None = None,
     lines += [f"{count} of them as {', '.join(f'`{a}`' for a in archives)} recorded them (an earlier report, whose "
               "runs' workdirs are gone): their scores, curves and per-length results are reported again, not "
               "recomputed.", ""]
-  lines += ["Each cell: our score on the evaluated split (`metrics.<split>.json`; `test`, or `validation` where the "
-            "task has no test split), then in parentheses the seed study's reported score where it reports one. A run "
+  lines += ["Each cell: our score on the run's evaluated split (column `split`, `metrics.<split>.json`: `test`, or "
+            "`validation` for a task without a test split or a sweep selected on validation), then in parentheses the seed study's reported score where it reports one. A run "
             "without a score says why: `running`, `pending`, `failed`, `no evaluation` (finished, no metrics file) or "
             f"`unreadable: <file>`; `{NOT_COMPUTED}` is a metric the run's evaluation did not compute. Budget: steps "
             "of the evaluated checkpoint, wall time of the launch, hardware target, sweep point.", ""]
