@@ -8,7 +8,8 @@ of the scaling-law fit.
 
 ``size``: five widths of the same 3 + 3 layer Transformer (d_ff = 4 · d_model, 4 heads), d_model 64 to 384, that
 is 0.35M to 12.4M non-embedding parameters (35×), each trained on the same token budget (1,500 batches of 4,096
-target tokens, about 6 epochs of this corpus; the 10-hour limit never binds, the largest takes about an hour here)
+target tokens, at most 4.7 passes over the training split's 1.3M target tokens; the 10-hour limit never binds:
+d_model 64 and 128 took 36 and 40 minutes here, the larger sizes take longer)
 without dropout, so that the validation loss measures what each size can fit in that budget. ``attnjax.report``
 fits L(N) = (N_c / N)^α to the sweep's best validation losses (Kaplan et al. 2020 report α ≈ 0.076 for language
 models trained to convergence).
