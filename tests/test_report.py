@@ -167,9 +167,9 @@ def test_report_tables_plots_and_json(runs, tmp_path):
   assert "0.00" not in " ".join(failed.values())
 
   qa = _table_rows(markdown, "## Question answering")
-  assert qa == [{"model": "BiLSTM reader", "split": "validation", "squad_v1 EM": "60.12 (seed 67.7)", "squad_v1 F1": "70.46 (seed 77.3)",
-                 "params": "—", "steps": "2000", "train tok/s": "—", "wall (h:mm)": "—", "hardware": "cpu",
-                 "point": "—", "run": "manual/squad"}]
+  assert qa == [{"model": "BiLSTM reader", "split": "validation", "squad_v1 EM": "60.12 (seed 67.7)",
+                 "squad_v1 F1": "70.46 (seed 77.3)", "params": "—", "steps": "2000", "train tok/s": "—",
+                 "wall (h:mm)": "—", "hardware": "cpu", "point": "—", "run": "manual/squad"}]
   summarization = _table_rows(markdown, "## Summarization")  # the unreadable run is still placed, and says why
   assert [row["xsum ROUGE-L"] for row in summarization] == ["unreadable: metrics.test.json (seed 23.01)"]
 

@@ -164,10 +164,12 @@ def length_rows(records: list[dict], edges=EDGES) -> list[tuple[dict, list[dict]
   scored on their task's :func:`compared_splits` split."""
   compared = compared_splits(records)
   scorable = [r for r in records if _scorable(r)]
-  kept = [r for r in scorable if (r.get("split") or "") == compared[r.get("task")]]
-  if len(kept) < len(scorable):
+  kept, left_out = [], []
+  for r in scorable:
+    (kept if (r.get("split") or "") == compared[r.get("task")] else left_out).append(r)
+  if left_out:
     logging.info("BLEU by length: %d run(s) scored on another split than their task's %s left out: %s",
-                 len(scorable) - len(kept), compared, sorted(r["run"] for r in scorable if r not in kept))
+                 len(left_out), compared, sorted(r["run"] for r in left_out))
   out = []
   for record in selected_runs(kept):
     buckets = run_buckets(record, edges)

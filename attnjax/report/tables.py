@@ -224,6 +224,11 @@ def common_eval_step(sweep: dict) -> int | None:
   return max(shared) if shared else None
 
 
+def _curve_value(record: dict, metric: str, step: int) -> float | None:
+  """The run's validation ``metric`` at ``step`` (its ``eval/<metric>`` curve), or None when not evaluated there."""
+  return dict(map(tuple, record.get("eval_curves", {}).get(f"eval/{metric}", []))).get(step)
+
+
 def sweep_table(sweep: dict) -> str:
   """One sweep's table: a row per run in launch order, with the headline metric, budget and launch status, the
   training throughput, and the validation headline score at :func:`common_eval_step` when there is one."""
@@ -245,8 +250,8 @@ def sweep_table(sweep: dict) -> str:
     row = [_escape(r["point"]), _escape(_overrides_text(r["overrides"])), _escape(value), _format_steps(r),
            "—" if r.get("tokens_per_s") is None else f"{r['tokens_per_s']:.0f}"]
     if at is not None:
-      curve = dict(map(tuple, r.get("eval_curves", {}).get(f"eval/{metric}", [])))
-      row.append(format_score(curve[at]) if at in curve else "—")
+      value = _curve_value(r, metric, at)
+      row.append("—" if value is None else format_score(value))
     rows.append(row + [format_wall(r["wall_seconds"]), _escape(r["target"]), _escape(status), _escape(r["run"])])
   return _table(header, rows)
 
@@ -264,7 +269,7 @@ def seed_table(sweep: dict) -> str | None:
   runs share an evaluation step (:func:`common_eval_step`), the validation score there gets its mean and range too:
   the comparison at equal steps, over the same scored runs."""
   metric = sweep["headline"]
-  at, tag = common_eval_step(sweep), f"eval/{metric}"
+  at = common_eval_step(sweep)
   rows, repeated = [], False
   for point, values in _point_values(sweep):
     runs = [r for r in sweep["runs"] if (r["point"] or r["run"]) == point]
@@ -272,8 +277,8 @@ def seed_table(sweep: dict) -> str | None:
     repeated |= len(values) > 1
     row = [_escape(point), ", ".join(seeds) or "—", str(len(values))] + _mean_and_range(values)
     if at is not None:
-      curves = [dict(map(tuple, r.get("eval_curves", {}).get(tag, []))) for r in runs if r["state"] == "evaluated"]
-      row += _mean_and_range([curve[at] for curve in curves if at in curve])
+      values_at = [_curve_value(r, metric, at) for r in runs if r["state"] == "evaluated"]
+      row += _mean_and_range([v for v in values_at if v is not None])
     rows.append(row)
   if not repeated:
     return None
@@ -358,10 +363,11 @@ def render_markdown(records: list[dict], *, plots: dict[str, str] | None = None,
               "runs' workdirs are gone): their scores, curves and per-length results are reported again, not "
               "recomputed.", ""]
   lines += ["Each cell: our score on the run's evaluated split (column `split`, `metrics.<split>.json`: `test`, or "
-            "`validation` for a task without a test split or a sweep selected on validation), then in parentheses the seed study's reported score where it reports one. A run "
-            "without a score says why: `running`, `pending`, `failed`, `no evaluation` (finished, no metrics file) or "
-            f"`unreadable: <file>`; `{NOT_COMPUTED}` is a metric the run's evaluation did not compute. Budget: steps "
-            "of the evaluated checkpoint, wall time of the launch, hardware target, sweep point.", ""]
+            "`validation` for a task without a test split or a sweep selected on validation), then in parentheses the "
+            "seed study's reported score where it reports one. A run without a score says why: `running`, `pending`, "
+            "`failed`, `no evaluation` (finished, no metrics file) or `unreadable: <file>`; "
+            f"`{NOT_COMPUTED}` is a metric the run's evaluation did not compute. Budget: steps of the evaluated "
+            "checkpoint, wall time of the launch, hardware target, sweep point.", ""]
   for kind in KINDS:
     if any(r["kind"] == kind and r["task"] and r["label"] for r in records):
       lines += [f"## {KIND_TITLES[kind]}", "", kind_table(kind, records), ""]
