@@ -252,6 +252,18 @@ def validation_loss(eval_step, params, batches, mesh, rules) -> dict[str, float]
   return {"loss": totals["loss_sum"] / n, "nll": totals["nll_sum"] / n}
 
 
+def window_means(per_step: list[dict]) -> dict[str, float]:
+  """The training scalars logged for a window of steps, from each step's metrics: ``loss`` and ``nll`` per token over
+  the whole window (each step's mean weighted by its ``ntokens``, so that the window's loss is the one of its batches
+  taken together, not the last batch's), ``grad_norm`` the mean of the steps' norms, ``learning_rate`` the last
+  step's, ``tokens`` the window's loss tokens (target tokens; questions for extractive QA)."""
+  weights = np.array([float(m["ntokens"]) for m in per_step])
+  total = max(float(weights.sum()), 1.0)
+  mean = lambda key: float(np.dot(weights, [float(m[key]) for m in per_step]) / total)
+  return {"loss": mean("loss"), "nll": mean("nll"), "grad_norm": float(np.mean([m["grad_norm"] for m in per_step])),
+          "learning_rate": float(per_step[-1]["learning_rate"]), "tokens": float(weights.sum())}
+
+
 def _tokens(batch) -> float:
   """The tokens a batch trains on: target tokens (seq2seq), question + context tokens (extractive QA)."""
   if "tgt_mask" in batch:
@@ -311,6 +323,7 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog)
                "config" if t.peak_tflops_per_device else "measured float32 matmul", jax.device_count())
   last_eval: dict = {}
   window_tokens, window_flops, window_start, run_start = 0.0, 0.0, time.perf_counter(), time.perf_counter()
+  window_metrics: list = []  # the steps' metrics since the last log, on device until the log reads them
   train_seconds = lambda: seconds_before + time.perf_counter() - run_start
   flops_by_shape: dict = {}
   compiled: dict = {}
@@ -329,24 +342,23 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog)
         cost = cost[0] if isinstance(cost, (list, tuple)) else cost
         flops_by_shape[shape_key] = float((cost or {}).get("flops", 0.0))
       exp.state, metrics = compiled[shape_key](exp.state, batch)
+      window_metrics.append(metrics)
       step += 1
       window_flops += flops_by_shape[shape_key]
       window_tokens += _tokens(local) * jax.process_count()  # host-side: no device sync per step
       if on_step is not None:
         on_step(step)
       if step % t.log_every == 0 or step == t.steps:
-        m = jax.device_get(metrics)
         elapsed = time.perf_counter() - window_start
         flops_per_s = window_flops / elapsed
         eta = (time.perf_counter() - run_start) / max(step - start, 1) * (t.steps - step)
-        values = {"loss": float(m["loss"]), "nll": float(m["nll"]), "learning_rate": float(m["learning_rate"]),
-                  "grad_norm": float(m["grad_norm"]), "tokens_per_s": window_tokens / elapsed,
+        values = {**window_means(jax.device_get(window_metrics)), "tokens_per_s": window_tokens / elapsed,
                   "model_flops_per_s": flops_per_s, "mfu": flops_per_s / peak_total}
-        logging.info("step %d/%d  loss %.4f  nll %.4f  lr %.2e  %.0f tok/s  %.2f GFLOP/s  MFU %.1f%%  ETA %.0fs",
-                     step, t.steps, values["loss"], values["nll"], values["learning_rate"],
-                     values["tokens_per_s"], flops_per_s / 1e9, 100 * values["mfu"], eta)
+        logging.info("step %d/%d  loss %.4f  nll %.4f (means over %d steps)  lr %.2e  %.0f tok/s  %.2f GFLOP/s  "
+                     "MFU %.1f%%  ETA %.0fs", step, t.steps, values["loss"], values["nll"], len(window_metrics),
+                     values["learning_rate"], values["tokens_per_s"], flops_per_s / 1e9, 100 * values["mfu"], eta)
         summaries.log(writer, step, values, "train")
-        window_tokens, window_flops, window_start = 0.0, 0.0, time.perf_counter()
+        window_tokens, window_flops, window_start, window_metrics = 0.0, 0.0, time.perf_counter(), []
       stop = out_of_time = False
       if is_sync_point(step, t):
         where(f"at the sync point after step {step}")

@@ -52,3 +52,32 @@ def test_bfloat16_compute_trains_close_to_float32(tmp_path):
   assert np.isfinite(bf16_losses).all()
   np.testing.assert_allclose(bf16_losses, f32_losses, rtol=0.03)
   assert bf16_losses[-1] < bf16_losses[0]
+
+
+def test_logged_training_loss_is_the_token_weighted_mean_of_the_window_not_its_last_step(tmp_path):
+  """The same 6 steps logged every step and every 3 steps: each 3-step value must be the steps' losses weighted by
+  their tokens (the batches of one bucket differ in real tokens), the learning rate the window's last, tokens summed."""
+  from attnjax.report.tensorboard import read_scalars  # pylint: disable=g-import-not-at-top
+  from attnjax.training.loop import train_and_evaluate  # pylint: disable=g-import-not-at-top
+  logged = {}
+  for every in (1, 3):
+    config = tiny_config((1, 1, 1))
+    t = config.train
+    t.steps, t.log_every, t.eval_every, t.checkpoint_every = 6, every, 1000, 1000
+    config.eval.num_decode_examples, config.eval.loss_batches, config.eval.batch_size = 4, 1, 8
+    train_and_evaluate(config, str(tmp_path / str(every)))
+    logged[every] = {tag: dict(values) for tag, values in read_scalars(tmp_path / str(every) / "tensorboard").items()}
+  per_step, windows = logged[1], logged[3]
+  assert sorted(per_step["train/loss"]) == list(range(1, 7)) and sorted(windows["train/loss"]) == [3, 6]
+  tokens = np.array([per_step["train/tokens"][s] for s in range(1, 7)])
+  assert np.unique(tokens).size > 1, "the check needs windows whose steps differ in tokens"
+  for end in (3, 6):
+    steps_in = range(end - 2, end + 1)
+    w = np.array([per_step["train/tokens"][s] for s in steps_in])
+    for key in ("loss", "nll"):
+      values = np.array([per_step[f"train/{key}"][s] for s in steps_in])
+      np.testing.assert_allclose(windows[f"train/{key}"][end], np.dot(w, values) / w.sum(), rtol=1e-5)
+    assert windows["train/tokens"][end] == w.sum()
+    np.testing.assert_allclose(windows["train/learning_rate"][end], per_step["train/learning_rate"][end])
+    np.testing.assert_allclose(windows["train/grad_norm"][end],
+                               np.mean([per_step["train/grad_norm"][s] for s in steps_in]), rtol=1e-5)
