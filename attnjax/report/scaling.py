@@ -126,6 +126,10 @@ def plot_scaling(name: str, points: list[dict], path: fs.PathLike) -> None:
               label=f"(N_c / N)^α, α = {fit['alpha']:.3f} ± {fit['alpha_se']:.3f}")
   except ValueError:
     pass
+  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
+  # the losses span less than a decade: plain numbers on the loss axis, not 1.2×10⁰
+  ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%.2f"))
+  ax.yaxis.set_minor_formatter(ticker.FormatStrFormatter("%.2f"))
   ax.set_xlabel("non-embedding parameters N")
   ax.set_ylabel("best validation NLL (nats / token)")
   ax.grid(alpha=0.3, which="both")
