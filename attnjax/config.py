@@ -103,8 +103,10 @@ def base_config() -> ml_collections.ConfigDict:
       max_len_b=10,
       num_decode_examples=500,  # decoded during training (all of the split in attnjax.evaluate)
       # metrics to compute; () = the task's own (translation: bleu, chrf, ter; summarization: rouge; QA: exact_match,
-      # f1). "meteor" is opt-in: it needs nltk and its WordNet data (pip install 'attnjax[meteor]').
+      # f1). "meteor" is opt-in (pip install 'attnjax[meteor]').
       metrics=(),
+      # METEOR's target language (ISO 639-1; picks its stemmer, and WordNet synonyms for "en"); None = data.tgt_lang
+      meteor_language=config_dict.placeholder(str),
       batch_size=128,
       loss_batches=20,
   ))
@@ -182,6 +184,21 @@ def _fail(key: str, message: str):
   raise ValueError(f"config.{key}: {message}")
 
 
+def meteor_language(config) -> str:
+  """METEOR's target language: ``config.eval.meteor_language``, else ``config.data.tgt_lang``; ValueError naming the
+  key when neither gives one METEOR knows (a French corpus must not be scored with English stems and synonyms)."""
+  from attnjax.metrics.translation import check_meteor_language  # pylint: disable=g-import-not-at-top
+  language = config.eval.get("meteor_language")
+  if language is not None:
+    return check_meteor_language(language, "config.eval.meteor_language")
+  language = config.data.get("tgt_lang")
+  if language is None:
+    _fail("eval.meteor_language", "METEOR needs the target language (its stemmer, and WordNet synonyms for English) "
+          "and config.data.tgt_lang does not give it: set it, e.g. --eval meteor_language=fr")
+  return check_meteor_language(language, "config.data.tgt_lang (METEOR's language; set config.eval.meteor_language "
+                               "to override)")
+
+
 def validate(config) -> None:
   """Checks a config before anything is built: unknown keys, impossible values, inconsistent choices."""
   known = set(base_config().keys())
@@ -238,6 +255,8 @@ def validate(config) -> None:
   unknown = [name for name in e.metrics if name not in allowed]
   if unknown:
     _fail("eval.metrics", f"{unknown} not available for this task (choose from {allowed})")
+  if e.get("meteor_language") is not None or "meteor" in e.metrics:
+    meteor_language(config)  # a language METEOR knows, given or from data.tgt_lang
   splits = ("train", "validation", "test") + tuple(s for s in (d.get("splits") or {}) if s not in
                                                    ("train", "validation", "test"))
   if e.split not in splits:

@@ -32,7 +32,7 @@ class Predictions:
 
 
 def decode_and_score(decoder: inference.Decoder, params, vocabularies, pairs, names, *, max_src_len: int,
-                     batch_size: int) -> Predictions:
+                     batch_size: int, meteor_language: str | None = None) -> Predictions:
   """Decodes the source of every ``(source, reference)`` pair and scores the hypotheses against the references.
 
   ``params`` replicated (:func:`attnjax.inference.replicate`). The scores include ``truncated_sources`` and
@@ -43,7 +43,7 @@ def decode_and_score(decoder: inference.Decoder, params, vocabularies, pairs, na
                                   max_src_len=max_src_len, batch_size=batch_size)
   scores, signatures = {}, {}
   if jax.process_index() == 0:
-    scores, signatures = score(out.hypotheses, references, names)
+    scores, signatures = score(out.hypotheses, references, names, meteor_language=meteor_language)
   scores, signatures = inference.broadcast_json([scores, signatures])
   scores.update(truncated_sources=out.truncated_sources, empty_sources=out.empty_sources)
   return Predictions(scores, signatures, out.hypotheses, references, sources, out.attention)
@@ -70,14 +70,19 @@ def score_spans(predictions, examples, names, version: str) -> dict[str, float]:
   return {name: float(scores[name]) for name in list(names) + extra}
 
 
-def score(hypotheses, references, names) -> tuple[dict[str, float], dict[str, str]]:
-  """Metric values (percentages) and sacreBLEU / METEOR signatures for the names in ``names``."""
+def score(hypotheses, references, names, *,
+          meteor_language: str | None = None) -> tuple[dict[str, float], dict[str, str]]:
+  """Metric values (percentages) and sacreBLEU / METEOR signatures for the names in ``names``; METEOR stems (and for
+  English matches synonyms) in ``meteor_language`` (:func:`attnjax.config.meteor_language`), required with it."""
+  if "meteor" in names and meteor_language is None:
+    raise ValueError("meteor_language: METEOR needs the target language (attnjax.config.meteor_language(config))")
   values, signatures = {}, {}
   for name in names:
     if name == "exact_match":
       values[name] = 100.0 * float(np.mean([h == r for h, r in zip(hypotheses, references)]))
     elif name in ("bleu", "chrf", "ter", "meteor"):
-      result = getattr(metrics_lib, name)(hypotheses, references)
+      options = {"language": meteor_language} if name == "meteor" else {}
+      result = getattr(metrics_lib, name)(hypotheses, references, **options)
       values[name], signatures[name] = float(result.score), result.signature
     elif name == "rouge":  # ROUGE-1/2/L/Lsum F1 with stemming, as the summarization papers report
       values.update(metrics_lib.rouge(hypotheses, [metrics_lib.split_sentences(r) for r in references]))
@@ -97,6 +102,10 @@ def _apply_overrides(config, eval_overrides: dict | None, metrics: tuple[str, ..
     if key not in config.eval:
       raise ValueError(f"--eval {key}=...: unknown eval key (known: {sorted(config.eval.keys())})")
     config.eval[key] = tuple(value) if isinstance(value, list) else value
+
+
+def _meteor_language(config, names) -> str | None:
+  return config_lib.meteor_language(config) if "meteor" in names else None
 
 
 def _task_metrics(config) -> tuple[str, ...]:
@@ -123,7 +132,7 @@ def evaluate_checkpoint(workdir: str, *, split: str = "test", checkpoint: str = 
   config_lib.validate(config)  # the overrides too, naming the key
   names = _task_metrics(config)
   if "meteor" in names:
-    metrics_lib.check_meteor_available()
+    metrics_lib.check_meteor_available(_meteor_language(config, names))
   qa = config.data.source in squad.QA_SOURCES
   if heatmap and qa:
     raise ValueError("heatmap: attention heatmaps are drawn for sequence-to-sequence models, not for "
@@ -154,7 +163,8 @@ def evaluate_checkpoint(workdir: str, *, split: str = "test", checkpoint: str = 
     return result
   decoder = inference.decoder_for(loaded.model, loaded.mesh, e, vocab_size=loaded.vocabularies.tgt.size)
   predictions = decode_and_score(decoder, loaded.params, loaded.vocabularies, examples, names,
-                                            max_src_len=config.data.max_src_len, batch_size=e.batch_size)
+                                            max_src_len=config.data.max_src_len, batch_size=e.batch_size,
+                                            meteor_language=_meteor_language(config, names))
   out_path = fs.join(workdir, f"hypotheses.{split}.{tag}.txt")
   if jax.process_index() == 0:
     fs.write_text(out_path, "".join(h + "\n" for h in predictions.hypotheses))

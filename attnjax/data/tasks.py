@@ -38,6 +38,8 @@ class TaskSpec:
     splits: split -> the source's split (tfds split or file stem).
     metrics: what ``attnjax.evaluate`` computes by default.
     reported: what the literature reports on it (may include opt-in metrics such as METEOR).
+    language: the target text's language (ISO 639-1), which METEOR stems in, where ``fields`` has no ``tgt_lang``;
+      :func:`use_task` sets it as ``config.eval.meteor_language``.
   """
   kind: str
   source: str
@@ -45,6 +47,7 @@ class TaskSpec:
   splits: dict
   metrics: tuple[str, ...]
   reported: tuple[str, ...]
+  language: str | None = None
 
 
 _WMT_SPLITS = {"train": "train", "validation": "validation", "test": "test"}
@@ -64,10 +67,10 @@ TASKS: dict[str, TaskSpec] = {
     "wmt14_fr_en": _wmt14("fr-en", "fr", "en"),
     "cnn_dailymail": TaskSpec("summarization", "tfds_summarization", {"tfds_name": "cnn_dailymail"},
                               {"train": "train", "validation": "validation", "test": "test"}, ("rouge",),
-                              ("rouge1", "rouge2", "rougeL")),
+                              ("rouge1", "rouge2", "rougeL"), language="en"),
     "xsum": TaskSpec("summarization", "tfds_summarization", {"tfds_name": "xsum"},
                      {"train": "train", "validation": "validation", "test": "test"}, ("rouge",),
-                     ("rouge1", "rouge2", "rougeL")),
+                     ("rouge1", "rouge2", "rougeL"), language="en"),
     "squad_v1": TaskSpec("extractive_qa", "tfds_squad", {"tfds_name": "squad/v1.1"},
                          {"train": "train", "validation": "validation"}, ("exact_match", "f1"), ("exact_match", "f1")),
     "squad_v2": TaskSpec("extractive_qa", "tfds_squad", {"tfds_name": "squad/v2.0"},
@@ -81,7 +84,7 @@ TASKS: dict[str, TaskSpec] = {
     # with several translations is in one split only.
     "manythings_en_fr": TaskSpec("translation", "tsv",
                                  {"path": "eng-fra.txt.gz", "heldout": {"validation": 0.05, "test": 0.05}}, {},
-                                 _TRANSLATION, ("bleu", "meteor")),
+                                 _TRANSLATION, ("bleu", "meteor"), language="fr"),
     "squad_v1_dev_by_article": TaskSpec("extractive_qa", "squad_json",
                                         {"path": "dev-v1.1.json.gz", "heldout": {"validation": 0.1, "test": 0.1}},
                                         {}, ("exact_match", "f1"), ("exact_match", "f1")),
@@ -112,6 +115,8 @@ def use_task(config, name: str) -> None:
     elif "splits" in config.data:
       del config.data["splits"]
   config.eval.metrics = spec.metrics
+  if spec.language is not None:
+    config.eval.meteor_language = spec.language
   config.train.best_metric = _HEADLINE[spec.kind]
   if spec.kind == "extractive_qa":
     config.train.label_smoothing = 0.0  # the span loss has none

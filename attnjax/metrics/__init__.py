@@ -19,8 +19,8 @@ from attnjax.metrics.corpus import MetricResult, MetricUnavailableError, Referen
 from attnjax.metrics.files import FILE_METRICS, PathLike, read_segments, score_files, score_squad_files
 from attnjax.metrics.squad import normalize_answer, squad_exact_match, squad_f1, squad_scores
 from attnjax.metrics.summarization import ROUGE_TYPES, rouge, rouge_signature, split_sentences
-from attnjax.metrics.translation import (METEOR_INSTALL_HINT, bleu, check_meteor_available, chrf, load_wordnet, meteor,
-                                         ter)
+from attnjax.metrics.translation import (METEOR_INSTALL_HINT, METEOR_STEMMERS, bleu, check_meteor_available,
+                                         check_meteor_language, chrf, load_wordnet, meteor, ter)
 
 # The hook through which METEOR loads WordNet (its name from when the metrics were one module): meteor() and
 # check_meteor_available() look it up here at call time, so replacing it here (a test's stand-in without synonyms, or a
@@ -28,8 +28,8 @@ from attnjax.metrics.translation import (METEOR_INSTALL_HINT, bleu, check_meteor
 _load_wordnet = load_wordnet
 
 __all__ = [
-    "FILE_METRICS", "METEOR_INSTALL_HINT", "MetricResult", "MetricUnavailableError", "PathLike", "ROUGE_TYPES",
-    "References", "bleu", "check_meteor_available", "chrf", "load_wordnet", "main", "meteor", "normalize_answer",
+    "FILE_METRICS", "METEOR_INSTALL_HINT", "METEOR_STEMMERS", "MetricResult", "MetricUnavailableError", "PathLike", "ROUGE_TYPES",
+    "References", "bleu", "check_meteor_available", "check_meteor_language", "chrf", "load_wordnet", "main", "meteor", "normalize_answer",
     "read_segments", "rouge", "rouge_signature", "score_files", "score_squad_files", "split_sentences",
     "squad_exact_match", "squad_f1", "squad_scores", "ter",
 ]

