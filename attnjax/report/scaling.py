@@ -130,6 +130,11 @@ def plot_scaling(name: str, points: list[dict], path: fs.PathLike) -> None:
   # the losses span less than a decade: plain numbers on the loss axis, not 1.2×10⁰
   ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%.2f"))
   ax.yaxis.set_minor_formatter(ticker.FormatStrFormatter("%.2f"))
+  # the sizes label the parameter axis (0.35M, 1.39M, ...): log minor labels (3×10⁶) collide across a decade or two
+  ax.xaxis.set_major_locator(ticker.FixedLocator(n))
+  ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x / 1e6:.3g}M"))
+  ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+  ax.tick_params(axis="x", labelsize=7)
   ax.set_xlabel("non-embedding parameters N")
   ax.set_ylabel("best validation NLL (nats / token)")
   ax.grid(alpha=0.3, which="both")
