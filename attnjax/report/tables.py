@@ -145,14 +145,20 @@ def _sweep_definition(experiment: str | None, sweep: str) -> list[dict] | None:
     return None
 
 
+# How long a run trains, not what it trains: a run replayed to the step count its wall-clock budget reached
+# (``--config.train.steps=771 --config.train.time_limit_minutes=0``) follows the same trajectory as the budgeted run
+# (training is deterministic), so these keys do not keep it from standing in. Its steps column shows what it trained.
+_LENGTH_KEYS = frozenset({"train.steps", "train.time_limit_minutes"})
+
+
 def _stand_ins(definition: list[dict], runs: list[dict], records: list[dict]) -> list[dict]:
   """Runs of the same experiment outside the sweep that trained one of its points' configs, counted for that point.
 
-  A stand-in is evaluated and its config equals the sweep's own runs' outside the swept keys and the seed (on the keys
-  both configs have), and the point's overrides at the swept keys; a point's own run with the same seed wins. So the
-  experiment's default run stands in for the sweep point that is the default (4 heads, 3 layers, sinusoidal) instead of
-  the same model being trained again."""
-  swept = {key for point in definition for key in point["overrides"]}
+  A stand-in is evaluated and its config equals the sweep's own runs' outside the swept keys, the seed and the
+  training length (:data:`_LENGTH_KEYS`; on the keys both configs have), and the point's overrides at the swept keys;
+  a point's own run with the same seed wins. So the experiment's default run stands in for the sweep point that is the
+  default (4 heads, 3 layers, sinusoidal) instead of the same model being trained again."""
+  swept = {key for point in definition for key in point["overrides"]} | _LENGTH_KEYS
   reference = next((_flat(r["config"]) for r in runs if r["config"]), None)
   if reference is None:
     return []
