@@ -61,3 +61,27 @@ def test_report_fits_the_size_sweep_from_its_runs_validation_nll(tmp_path):
   alpha = float(markdown.split("**α = ")[1].split(" ±")[0])
   assert alpha == pytest.approx(0.1, abs=2e-3)  # TensorBoard stores float32
   assert (tmp_path / "report" / "scaling_toy_transformer.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_size_sweep_that_stops_falling_gets_local_exponents_and_a_fit_up_to_its_lowest_loss():
+  """L = (1e7 / N)^0.09 for the three smallest sizes, then flat, then worse (a fixed step budget): each row's local
+  exponent is −Δlog L / Δlog N by hand, and the second fit, over the sizes up to the lowest loss, recovers 0.09."""
+  n = [3.5e5, 1.4e6, 3.1e6, 5.5e6, 1.24e7]
+  law = [(1e7 / x) ** 0.09 for x in n[:3]]
+  loss = law + [law[-1] * 1.001, law[-1] * 1.05]
+  points = [{"point": f"d{i}", "n": int(x), "loss": y, "steps": 1500, "run": f"size/d{i}"}
+            for i, (x, y) in enumerate(zip(n, loss))]
+  local = scaling.local_exponents([p["n"] for p in points], loss)
+  assert local[0] is None and local[1] == pytest.approx(0.09, rel=1e-3) and local[2] == pytest.approx(0.09, rel=1e-3)
+  assert local[4] == pytest.approx(-np.log(1.05 / 1.001) / np.log(int(1.24e7) / int(5.5e6)), rel=1e-9)
+  assert scaling.falling_range(loss) == 3 and scaling.falling_range(loss[:3]) == 3
+  markdown = scaling.scaling_section("toy", points, "plot.png")
+  rows = [line.split(" | ") for line in markdown.splitlines() if line.startswith("| d")]
+  assert [r[4] for r in rows] == ["—"] + [f"{x:.3f}" for x in local[1:]]
+  assert float(rows[4][4]) < 0  # the largest size is worse than the one before
+  tail = markdown.split("The loss stops falling after d2: over the 3 sizes up to it")[1]
+  assert float(tail.split("α = ")[1].split(" ±")[0]) == pytest.approx(0.09, abs=1e-3)
+  whole = float(markdown.split("**α = ")[1].split(" ±")[0])
+  assert whole == pytest.approx(scaling.fit_power_law(n, loss)["alpha"], abs=1e-3) and whole < 0.09
+  # a sweep whose loss falls at every size has no second fit
+  assert "stops falling" not in scaling.scaling_section("toy", points[:3], "plot.png")

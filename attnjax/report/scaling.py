@@ -9,6 +9,11 @@ left out, and so is a run whose model cannot be built here (reason logged): the 
 Relative-position tables (Shaw's, T5's) count as non-embedding parameters. The fit is least squares of log L on log N:
 log L = α log N_c − α log N, so α is minus the slope, with its standard error from the residuals (n − 2 degrees of
 freedom) and N_c from the intercept.
+
+Each size's table row also gives the local exponent from the size before it, −Δlog L / Δlog N: a power law keeps it
+constant, and a fixed training budget shows up as it falling with N. When the loss stops falling before the largest
+size, the section adds the fit over the sizes up to the lowest loss, the range where a law can hold, marked as a range
+chosen after seeing the losses.
 """
 
 from __future__ import annotations
@@ -64,6 +69,18 @@ def fit_power_law(n, loss) -> dict:
           "r2": 1.0 - float(np.sum(residuals ** 2)) / total if total else 1.0, "points": int(x.size)}
 
 
+def local_exponents(n, loss) -> list[float | None]:
+  """−Δlog L / Δlog N from each size to the next larger (None for the smallest): the power law's α, locally."""
+  x, y = np.log(np.asarray(n, np.float64)), np.log(np.asarray(loss, np.float64))
+  return [None] + [float(-(y[i] - y[i - 1]) / (x[i] - x[i - 1])) if x[i] != x[i - 1] else None
+                   for i in range(1, x.size)]
+
+
+def falling_range(loss) -> int:
+  """How many of the sizes (sorted by N) come before the loss stops falling: up to and including the lowest loss."""
+  return int(np.argmin(np.asarray(loss, np.float64))) + 1
+
+
 def _best_nll(record: dict) -> float | None:
   values = [v for _, v in record.get("eval_curves", {}).get("eval/nll", [])]
   return min(values) if values else None
@@ -94,21 +111,29 @@ def scaling_points(records: list[dict]) -> dict[str, list[dict]]:
 
 def scaling_section(name: str, points: list[dict], plot: str) -> str:
   """The markdown of one sweep: its points, then the fit (or why there is none)."""
+  n, loss = [p["n"] for p in points], [p["loss"] for p in points]
   lines = [f"### {name}: sweep `{SWEEP}`", "", "| point | non-embedding parameters | best validation NLL | "
-           "at step ≤ | run |", "|---|---|---|---|---|"]
-  for p in points:
-    lines.append(f"| {p['point']} | {p['n']:,} | {p['loss']:.4f} | {p['steps']} | {p['run']} |")
+           "at step ≤ | α from the size before | run |", "|---|---|---|---|---|---|"]
+  for p, local in zip(points, local_exponents(n, loss)):
+    lines.append(f"| {p['point']} | {p['n']:,} | {p['loss']:.4f} | {p['steps']} | "
+                 f"{'—' if local is None else f'{local:.3f}'} | {p['run']} |")
   lines.append("")
   try:
-    fit = fit_power_law([p["n"] for p in points], [p["loss"] for p in points])
+    fit = fit_power_law(n, loss)
   except ValueError as e:
     return "\n".join(lines + [f"No fit: {e}."])
-  span = points[-1]["n"] / points[0]["n"]
-  lines += [f"Fit of L(N) = (N_c / N)^α over {fit['points']} sizes spanning {span:.0f}× in N: "
+  lines += [f"Fit of L(N) = (N_c / N)^α over {fit['points']} sizes spanning {n[-1] / n[0]:.0f}× in N: "
             f"**α = {fit['alpha']:.3f} ± {fit['alpha_se']:.3f}** (standard error), N_c = {fit['n_c']:.3g}, "
-            f"R² = {fit['r2']:.3f}; the figure quoted for language models at convergence is α ≈ {QUOTED_ALPHA}.",
-            "", f"![scaling]({plot})"]
-  return "\n".join(lines)
+            f"R² = {fit['r2']:.3f}; the figure quoted for language models at convergence is α ≈ {QUOTED_ALPHA}."]
+  k = falling_range(loss)
+  if k < len(points) and k >= 3:
+    head = fit_power_law(n[:k], loss[:k])
+    lines += ["", f"The loss stops falling after {points[k - 1]['point']}: over the {k} sizes up to it "
+              f"({n[k - 1] / n[0]:.0f}× in N; a range chosen after seeing the losses), α = {head['alpha']:.3f} ± "
+              f"{head['alpha_se']:.3f}, N_c = {head['n_c']:.3g}, R² = {head['r2']:.3f}."]
+  elif k < len(points):
+    lines += ["", f"The loss stops falling after {points[k - 1]['point']}, too soon for a fit over the sizes up to it."]
+  return "\n".join(lines + ["", f"![scaling]({plot})"])
 
 
 def plot_scaling(name: str, points: list[dict], path: fs.PathLike) -> None:
@@ -123,7 +148,13 @@ def plot_scaling(name: str, points: list[dict], path: fs.PathLike) -> None:
     fit = fit_power_law(n, loss)
     grid = np.geomspace(n.min(), n.max(), 50)
     ax.loglog(grid, (fit["n_c"] / grid) ** fit["alpha"], "-",
-              label=f"(N_c / N)^α, α = {fit['alpha']:.3f} ± {fit['alpha_se']:.3f}")
+              label=f"(N_c / N)^α, all sizes: α = {fit['alpha']:.3f} ± {fit['alpha_se']:.3f}")
+    k = falling_range(loss)
+    if 3 <= k < n.size:
+      head = fit_power_law(n[:k], loss[:k])
+      grid = np.geomspace(n.min(), n[k - 1], 50)
+      ax.loglog(grid, (head["n_c"] / grid) ** head["alpha"], "--",
+                label=f"up to the lowest loss ({k} sizes): α = {head['alpha']:.3f} ± {head['alpha_se']:.3f}")
   except ValueError:
     pass
   from matplotlib import ticker  # pylint: disable=g-import-not-at-top
