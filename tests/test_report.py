@@ -21,6 +21,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TRANSFORMER_BASE = {"name": "transformer", "d_model": 512, "num_heads": 8}
 # (step, value) pairs exactly representable in float32 (TensorBoard's simple_value), so they read back exactly
 BLEU_CURVE = [(10, 12.5), (20, 21.25), (30, 26.75)]
+TOKS_CURVE = [(5, 100.0), (10, 2000.0), (15, 3000.0), (20, 2500.0)]
 LOSS_CURVE = [(10, 4.5), (20, 3.25), (30, 2.875)]
 
 
@@ -420,6 +421,43 @@ def test_an_earlier_reports_results_json_is_reported_again_and_a_workdir_superse
     report.collect([str(tmp_path / "list.json")])
   with pytest.raises(FileNotFoundError, match="gone.json"):
     report.collect([str(tmp_path / "gone.json")])
+
+
+def test_an_exact_replay_keeps_the_budgeted_runs_throughput_and_adds_its_new_scores(tmp_path):
+  # three archived runs, trained again: "same" reproduces BLEU and chrF on test and test2017 to the digit (and adds
+  # METEOR), "moved" does not (its BLEU differs in the 10th digit), "busy" is still training
+  root, config = tmp_path / "launch", _config("wmt14_en_de", TRANSFORMER_BASE)
+  scores = {"bleu": 27.123456789012345, "chrf": 55.5}
+  for name in ("same", "moved", "busy"):
+    path = _run(root / name, launch=_launch("wmt14_en_de/transformer", point=name, wall_seconds=1800.0), config=config,
+                metrics={"step": 30, **scores}, curves={"eval/bleu": BLEU_CURVE, "train/tokens_per_s": TOKS_CURVE})
+    (path / "metrics.test2017.json").write_text(json.dumps({"split": "test2017", "step": 30, "bleu": 20.25}))
+  report.write_report([str(root)], str(tmp_path / "first"))
+  archive = tmp_path / "first" / "results.json"
+  archived = {r["run"]: r for r in report.collect([str(archive)])}
+  shutil.rmtree(root)
+  replay_launch = dict(_launch("wmt14_en_de/transformer", wall_seconds=2400.0, start="2025-02-01T10:00:00+00:00"))
+  faster = [(step, 2 * value) for step, value in TOKS_CURVE]
+  for name, bleu in (("same", scores["bleu"]), ("moved", scores["bleu"] + 1e-6)):
+    path = _run(root / name, launch={**replay_launch, "point": name}, config=config,
+                metrics={"step": 30, "bleu": bleu, "chrf": 55.5, "meteor": 48.0},
+                curves={"eval/bleu": BLEU_CURVE, "train/tokens_per_s": faster})
+    (path / "metrics.test2017.json").write_text(json.dumps({"split": "test2017", "step": 30, "bleu": 20.25,
+                                                           "meteor": 40.0}))
+  _run(root / "busy", launch={**replay_launch, "point": "busy", "status": "running"}, config=config)
+
+  records = {r["run"]: r for r in report.collect([str(archive), str(root)])}
+  same, moved, busy = records["same"], records["moved"], records["busy"]
+  assert same["scores"]["meteor"] == 48.0 and same["other_splits"]["test2017"]["meteor"] == 40.0
+  assert (same["tokens_per_s"], same["wall_seconds"], same["start"]) == (
+      archived["same"]["tokens_per_s"], 1800.0, archived["same"]["start"])
+  assert same["replay_of"]["replay_wall_seconds"] == 2400.0
+  assert same["replay_of"]["replay_tokens_per_s"] == pytest.approx(2 * archived["same"]["tokens_per_s"])
+  assert "replay_of" not in moved and moved["wall_seconds"] == 2400.0 and moved["scores"]["meteor"] == 48.0
+  assert busy.get("archived") == str(archive) and busy["scores"] == archived["busy"]["scores"]  # not lost meanwhile
+  markdown = report.render_markdown(list(records.values()))
+  assert "1 run replayed from the same seed to the step count the archived run trained" in markdown
+  assert "`same`" in markdown.split("1 run replayed")[1].split("\n")[0]
 
 
 def test_cli(runs, tmp_path):

@@ -356,12 +356,51 @@ def read_archive(path: fs.PathLike) -> list[dict[str, Any]]:
   return records
 
 
+# What a budgeted run measured about its own training, which an exact replay of it (below) does not re-measure.
+_BUDGET_FIELDS = ("tokens_per_s", "wall_seconds", "start", "end", "commit")
+
+
+def _same_scores(a: dict | None, b: dict | None) -> bool:
+  """Every score of ``a`` is in ``b`` with the same value (to float64 rounding of a JSON round trip)."""
+  if not a or not b:
+    return False
+  return all(isinstance(v, (int, float)) and isinstance(b.get(k), (int, float)) and abs(v - b[k]) <= 1e-9 * max(1, abs(v))
+             for k, v in a.items())
+
+
+def exact_replay(live: dict[str, Any], archived: dict[str, Any]) -> bool:
+  """Whether ``live`` reproduced ``archived``: evaluated at the same step with every archived score, on the headline
+  split and every other split, equal. Training is deterministic, so a run replayed from the same seed to the step
+  count its wall-clock budget reached (``--config.train.steps=N --config.train.time_limit_minutes=0``) decodes the
+  same hypotheses; equal scores to the last digit are the evidence."""
+  if live.get("state") != "evaluated" or live.get("step") != archived.get("step") or not archived.get("scores"):
+    return False
+  if not _same_scores(archived["scores"], live.get("scores")):
+    return False
+  return all(_same_scores(scores, (live.get("other_splits") or {}).get(split))
+             for split, scores in (archived.get("other_splits") or {}).items())
+
+
+def _merge_replay(live: dict[str, Any], archived: dict[str, Any]) -> dict[str, Any]:
+  """The live replay's record (its scores include what the archive lacks, e.g. METEOR) with the budgeted run's
+  throughput, wall time, dates and commit, and ``"replay_of"`` naming the archive."""
+  merged = {**live, **{key: archived.get(key) for key in _BUDGET_FIELDS}}
+  merged["replay_of"] = {"archived": archived["archived"], "start": archived.get("start"),
+                         "replay_start": live.get("start"), "replay_commit": live.get("commit"),
+                         "replay_tokens_per_s": live.get("tokens_per_s"), "replay_wall_seconds": live.get("wall_seconds")}
+  return merged
+
+
 def collect(roots: Iterable[fs.PathLike], *, curves: bool = True) -> list[dict[str, Any]]:
   """:func:`read_run` for every run under every root (in root order, then path order), after the records of the roots
   that end in ``.json``: earlier reports' ``results.json`` (:func:`read_archive`).
 
   A run found in a workdir supersedes an archived record of the same ``run`` path (it is the newer attempt: a run the
-  archive saw ``running``, or the same point trained again), and a later archive's record an earlier one's.
+  archive saw ``running``, or the same point trained again, once evaluated), and a later archive's record an earlier
+  one's. A run that
+  reproduced its archived record exactly (:func:`exact_replay`) is that run again: it keeps the archive's training
+  throughput, wall time and dates (what the budget measured; the replay ran under other load) and adds the replay's
+  other scores, with ``"replay_of"`` saying so.
 
   Raises:
     FileNotFoundError / NotADirectoryError: a root that does not exist or is a file (named).
@@ -378,8 +417,21 @@ def collect(roots: Iterable[fs.PathLike], *, curves: bool = True) -> list[dict[s
     if not workdirs:
       logging.warning("no run workdir (a directory with launch.json or config.json) under %s", root)
     live.extend(read_run(workdir, root, curves=curves) for workdir in workdirs)
+  # a workdir training the point again (running, pending, failed) does not replace the archive's scores before it has
+  # its own: a report written meanwhile would otherwise drop them from its results.json
+  unfinished = {r["run"] for r in live if r["state"] != "evaluated" and archived.get(r["run"], {}).get("state") == "evaluated"}
+  if unfinished:
+    logging.info("report: %d run(s) training again are not evaluated yet; their archived records stand: %s",
+                 len(unfinished), ", ".join(sorted(unfinished)))
+    live = [r for r in live if r["run"] not in unfinished]
   seen = {record["run"] for record in live}
   superseded = sorted(run for run in archived if run in seen)
   if superseded:
     logging.info("report: %d archived run(s) superseded by their workdirs: %s", len(superseded), ", ".join(superseded))
+  replays = [run for run in superseded
+             if exact_replay(next(r for r in live if r["run"] == run), archived[run])]
+  if replays:
+    logging.info("report: %d of them reproduced their archived scores exactly (replays; the archive's throughput and "
+                 "wall time kept): %s", len(replays), ", ".join(replays))
+    live = [_merge_replay(r, archived[r["run"]]) if r["run"] in replays else r for r in live]
   return [record for run, record in archived.items() if run not in seen] + live

@@ -368,6 +368,12 @@ def render_markdown(records: list[dict], *, plots: dict[str, str] | None = None,
     lines += [f"{count} of them as {', '.join(f'`{a}`' for a in archives)} recorded them (an earlier report, whose "
               "runs' workdirs are gone): their scores, curves and per-length results are reported again, not "
               "recomputed.", ""]
+  replays = [r["run"] for r in records if r.get("replay_of")]
+  if replays:
+    lines += [f"{len(replays)} run{'s' if len(replays) != 1 else ''} replayed from the same seed to the step count the "
+              "archived run trained, reproducing every archived score exactly: the replay's scores (with those the "
+              "archive lacked) beside the archived run's throughput and wall time, which are the budget's: "
+              f"{', '.join(f'`{run}`' for run in replays)}.", ""]
   lines += ["Each cell: our score on the run's evaluated split (column `split`, `metrics.<split>.json`: `test`, or "
             "`validation` for a task without a test split or a sweep selected on validation), then in parentheses the "
             "seed study's reported score where it reports one. A run without a score says why: `running`, `pending`, "
