@@ -435,6 +435,8 @@ def test_an_exact_replay_keeps_the_budgeted_runs_throughput_and_adds_its_new_sco
   report.write_report([str(root)], str(tmp_path / "first"))
   archive = tmp_path / "first" / "results.json"
   archived = {r["run"]: r for r in report.collect([str(archive)])}
+  again = report.collect([str(archive), str(root)])  # the same workdirs read again: the same runs, not replays
+  assert [r["run"] for r in again if r.get("replay_of")] == [] and len(again) == 3
   shutil.rmtree(root)
   replay_launch = dict(_launch("wmt14_en_de/transformer", wall_seconds=2400.0, start="2025-02-01T10:00:00+00:00"))
   faster = [(step, 2 * value) for step, value in TOKS_CURVE]

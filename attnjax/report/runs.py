@@ -372,7 +372,10 @@ def exact_replay(live: dict[str, Any], archived: dict[str, Any]) -> bool:
   """Whether ``live`` reproduced ``archived``: evaluated at the same step with every archived score, on the headline
   split and every other split, equal. Training is deterministic, so a run replayed from the same seed to the step
   count its wall-clock budget reached (``--config.train.steps=N --config.train.time_limit_minutes=0``) decodes the
-  same hypotheses; equal scores to the last digit are the evidence."""
+  same hypotheses; equal scores to the last digit are the evidence. The live run must have started at another time
+  than the archived one: a workdir still on disk that the archive recorded is that run read again, not a replay."""
+  if not live.get("start") or live.get("start") == archived.get("start"):
+    return False
   if live.get("state") != "evaluated" or live.get("step") != archived.get("step") or not archived.get("scores"):
     return False
   if not _same_scores(archived["scores"], live.get("scores")):
