@@ -331,19 +331,21 @@ def test_a_run_outside_the_sweep_with_a_points_config_stands_in_for_it(tmp_path)
 
 def test_a_replay_to_a_fixed_step_count_still_stands_in(tmp_path):
   # the default's 30-minute run, replayed to the 771 steps its budget reached (train.steps=771, no time limit), is
-  # still the heads4 point; a replay that also changes the warm-up is not
+  # still the heads4 point, with METEOR added to what it scores; a replay that also changes the warm-up is not
   root, base = tmp_path / "runs", "multi30k/transformer"
   metrics = {"step": 771, "steps": [771], "examples": 1000, "bleu": 30.5}
 
   def config(seed, **model):
     c = _transformer(seed, **model)
     c["train"].update(steps=100_000, time_limit_minutes=30.0)
+    c["eval"] = {"metrics": ["bleu", "chrf", "ter"]}
     return c
 
   _run(root / "heads/heads8/seed0", launch=_launch(base, sweep="heads", point="heads8"), config=config(0, num_heads=8),
        metrics=metrics)
   replay = config(0)
   replay["train"].update(steps=771, time_limit_minutes=0)
+  replay["eval"].update(metrics=["bleu", "chrf", "ter", "meteor"], meteor_language="de")
   _run(root / "single/default", launch=_launch(base), config=replay, metrics=metrics)
   other = json.loads(json.dumps(replay))
   other["seed"], other["train"]["warmup_steps"] = 1, 400

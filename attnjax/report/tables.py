@@ -149,16 +149,18 @@ def _sweep_definition(experiment: str | None, sweep: str) -> list[dict] | None:
 # (``--config.train.steps=771 --config.train.time_limit_minutes=0``) follows the same trajectory as the budgeted run
 # (training is deterministic), so these keys do not keep it from standing in. Its steps column shows what it trained.
 _LENGTH_KEYS = frozenset({"train.steps", "train.time_limit_minutes"})
+# What is scored, not what is trained: a replay that adds METEOR to the metrics is the same model.
+_SCORING_KEYS = frozenset({"eval.metrics", "eval.meteor_language"})
 
 
 def _stand_ins(definition: list[dict], runs: list[dict], records: list[dict]) -> list[dict]:
   """Runs of the same experiment outside the sweep that trained one of its points' configs, counted for that point.
 
-  A stand-in is evaluated and its config equals the sweep's own runs' outside the swept keys, the seed and the
-  training length (:data:`_LENGTH_KEYS`; on the keys both configs have), and the point's overrides at the swept keys;
+  A stand-in is evaluated and its config equals the sweep's own runs' outside the swept keys, the seed, the
+  training length and what is scored (:data:`_LENGTH_KEYS`, :data:`_SCORING_KEYS`; on the keys both configs have), and the point's overrides at the swept keys;
   a point's own run with the same seed wins. So the experiment's default run stands in for the sweep point that is the
   default (4 heads, 3 layers, sinusoidal) instead of the same model being trained again."""
-  swept = {key for point in definition for key in point["overrides"]} | _LENGTH_KEYS
+  swept = {key for point in definition for key in point["overrides"]} | _LENGTH_KEYS | _SCORING_KEYS
   reference = next((_flat(r["config"]) for r in runs if r["config"]), None)
   if reference is None:
     return []
