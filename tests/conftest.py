@@ -1,11 +1,26 @@
 """Shared test fixtures. Tests run on CPU; multi-device tests set XLA_FLAGS in their own subprocess."""
 
+import atexit
 import contextlib
 import os
+import shutil
+import tempfile
 
 # libtpu is installed for the compile tool's TPU topologies: keep every test process (and its subprocesses) on the
 # CPU instead of probing for TPU chips at start-up
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+# One JAX persistent compilation cache per test session, shared by the xdist workers and every subprocess (they
+# inherit the environment; set before jax is imported). Many tests build the same tiny model again: a run and its
+# resumption, training and then `attnjax.evaluate` on the same checkpoint, a second Experiment on a workdir. Each
+# compiled the same programs anew (most of their time on CPU); now the later ones load them. The cache is keyed by
+# the program, the compile options, XLA_FLAGS and the jax version, so a changed model compiles afresh, and it starts
+# empty in every session (the process that made it removes it at exit). tools/faults.py does the same for its runs.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+  _cache_dir = tempfile.mkdtemp(prefix="attnjax-test-jax-cache-")
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache_dir
+  os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
+  atexit.register(shutil.rmtree, _cache_dir, ignore_errors=True)
 
 import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np

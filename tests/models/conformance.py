@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,44 +23,55 @@ def random_batch(rng, batch, src_len, tgt_len, vocab, *, src_lengths=None, tgt_l
   return jnp.asarray(src, jnp.int32), jnp.asarray(tgt, jnp.int32)
 
 
-def init(model, src, tgt, seed=0):
-  return model.init({"params": jax.random.PRNGKey(seed), "dropout": jax.random.PRNGKey(seed + 1)}, src, tgt)
+def apply_fn(model, method=None, *, jit=False, **kwargs):
+  """``model.apply`` of ``method``, op by op or (``jit=True``) under ``jax.jit`` as training and decoding run it.
+  Op by op, a model whose attention scans over blocks under a custom_vjp (implementation="blockwise") compiles its
+  scan bodies again on every call; jitted, it compiles once per shape."""
+  fn = functools.partial(model.apply, method=method, **kwargs)
+  return jax.jit(fn) if jit else fn
 
 
-def incremental_logits(model, variables, src, tgt_in, *, prefill=0):
+def init(model, src, tgt, seed=0, *, jit=False):
+  fn = jax.jit(model.init) if jit else model.init
+  return fn({"params": jax.random.PRNGKey(seed), "dropout": jax.random.PRNGKey(seed + 1)}, src, tgt)
+
+
+def incremental_logits(model, variables, src, tgt_in, *, prefill=0, jit=False):
   """Logits from the cache: first `prefill` tokens in one call, then one token per call."""
-  memory = model.apply(variables, src, method=model.encode)
+  memory = apply_fn(model, model.encode, jit=jit)(variables, src)
   cache = model.apply(variables, memory, tgt_in.shape[1], method=model.init_cache)
+  decode = apply_fn(model, model.decode, jit=jit)
   pieces = []
   steps = ([(0, prefill)] if prefill else []) + [(t, t + 1) for t in range(prefill, tgt_in.shape[1])]
   for start, stop in steps:
-    out = model.apply(variables, tgt_in[:, start:stop], memory, cache, method=model.decode)
+    out = decode(variables, tgt_in[:, start:stop], memory, cache)
     cache = out.cache
     pieces.append(out.logits)
   return jnp.concatenate(pieces, axis=1)
 
 
-def assert_teacher_forcing_equals_incremental(model, variables, src, tgt_in, *, prefill=0, atol=1e-5):
-  forced = model.apply(variables, src, tgt_in)
-  stepwise = incremental_logits(model, variables, src, tgt_in, prefill=prefill)
+def assert_teacher_forcing_equals_incremental(model, variables, src, tgt_in, *, prefill=0, atol=1e-5, jit=False):
+  forced = apply_fn(model, jit=jit)(variables, src, tgt_in)
+  stepwise = incremental_logits(model, variables, src, tgt_in, prefill=prefill, jit=jit)
   np.testing.assert_allclose(np.asarray(stepwise), np.asarray(forced), atol=atol, rtol=1e-5)
 
 
-def assert_padding_does_not_change_real_positions(model, variables, src, tgt_in, extra=3, atol=1e-5):
+def assert_padding_does_not_change_real_positions(model, variables, src, tgt_in, extra=3, atol=1e-5, jit=False):
   """Appending padding to source and target leaves the logits of the original positions unchanged."""
-  logits = model.apply(variables, src, tgt_in)
+  apply = apply_fn(model, jit=jit)
+  logits = apply(variables, src, tgt_in)
   src_p = jnp.pad(src, ((0, 0), (0, extra)), constant_values=PAD_ID)
   tgt_p = jnp.pad(tgt_in, ((0, 0), (0, extra)), constant_values=PAD_ID)
-  logits_p = model.apply(variables, src_p, tgt_p)
+  logits_p = apply(variables, src_p, tgt_p)
   np.testing.assert_allclose(np.asarray(logits_p[:, :tgt_in.shape[1]]), np.asarray(logits), atol=atol, rtol=1e-5)
 
 
-def assert_finite_nonzero_gradients(model, variables, src, tgt_in):
+def assert_finite_nonzero_gradients(model, variables, src, tgt_in, *, jit=False):
   def loss(params):
     logits = model.apply({**variables, "params": params}, src, tgt_in, deterministic=False,
                          rngs={"dropout": jax.random.PRNGKey(0)})
     return jnp.mean(jax.nn.log_softmax(logits)[..., 3])
-  grads = jax.grad(loss)(variables["params"])
+  grads = (jax.jit(jax.grad(loss)) if jit else jax.grad(loss))(variables["params"])
   leaves = jax.tree_util.tree_leaves_with_path(grads)
   assert leaves
   for path, g in leaves:
