@@ -104,8 +104,11 @@ def test_extrapolation_section_gives_exact_match_per_length_over_both_splits(tmp
     run.mkdir(parents=True)
     (run / "config.json").write_text(config.to_json_best_effort())
     for split, examples in splits.items():
-      # run a gets every example right; run b misses every test string of odd length and the first validation one
-      hypotheses = [t if name == "a" or (len(s) % 2 == 0 if split == "test" else i > 0) else t[::-1] + "x"
+      # run a gets every example right; run b misses every test string of odd length and the first validation one:
+      # at 13 it reverses the first 12 letters only, at 15 it writes 12 letters of nonsense
+      wrong = {13: lambda s, t: s[:12][::-1], 15: lambda s, t: "y" * 12}
+      hypotheses = [t if name == "a" or (len(s) % 2 == 0 if split == "test" else i > 0)
+                    else wrong.get(len(s) if split == "test" else 0, lambda s, t: t[::-1] + "x")(s, t)
                     for i, (s, t) in enumerate(examples)]
       (run / f"hypotheses.{split}.step5.txt").write_text("".join(h + "\n" for h in hypotheses))
       (run / f"metrics.{split}.json").write_text(json.dumps(
@@ -132,6 +135,16 @@ def test_extrapolation_section_gives_exact_match_per_length_over_both_splits(tmp
       assert cell == f"{100 * right / total:.1f}", (name, n)
       assert (cell == "100.0") == (name == "a" or n % 2 == 0)
   assert (out / "extrapolation.png").read_bytes().startswith(PNG_MAGIC)
+  # how the longer strings fail: outputs as long as the longest training string, and the first 12 letters reversed
+  for name, positional in (("a", "learned"), ("b", "t5")):
+    row = next(line for line in lines if line.startswith(f"| {positional} | {name} | "))
+    row = next(line for line in lines[lines.index(row) + 1:] if line.startswith(f"| {positional} | {name} | "))
+    tests = splits["test"]
+    n13, n15 = (sum(len(s) == n for s, _ in tests) for n in (13, 15))
+    counts = (0, 0) if name == "a" else (n13 + n15, n13)
+    assert n13 and n15 and [c.strip() for c in row.strip("|").split("|")][2:] == [
+        str(len(tests)), *(f"{c} ({100 * c / len(tests):.1f}%)" for c in counts)]
+  assert "| test strings longer than 12 | outputs of 12 characters | reversal of the first 12 characters |" in markdown
 
   shutil.rmtree(tmp_path / "runs")  # from the report's results.json alone: the same section
   again = report.write_report([str(out / "results.json")], str(tmp_path / "from_archive"))

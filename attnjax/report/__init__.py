@@ -38,7 +38,9 @@ Written into ``--out`` (a local directory or a URL), all through :mod:`attnjax.f
 * ``scaling_<experiment>.png`` and a section: for a sweep named ``size``, best validation NLL against non-embedding
   parameters and the fit of L(N) = (N_c / N)^α with its standard error (:mod:`attnjax.report.scaling`).
 * ``extrapolation.png`` and a section: exact match by source length of every evaluated run of the synthetic
-  ``reverse`` task, whose test strings are longer than its training strings (position extrapolation).
+  ``reverse`` task, whose test strings are longer than its training strings (position extrapolation), and how each
+  run answers those longer strings (outputs as long as the longest training string; the reversal of its first
+  that many characters).
 * ``results.json``: ``{"roots": [...], "runs": [record, ...]}``, one :func:`read_run` record per run.
 """
 
@@ -134,9 +136,12 @@ def write_report(roots: Iterable[fs.PathLike], out: fs.PathLike) -> str:
   rows = length.extrapolation_rows(records)
   if rows:
     length.plot_extrapolation(rows, fs.join(out, "extrapolation.png"))
+    failures = length.longer_strings_table(rows)
+    failures = ("\n\nWhat each run outputs for the test strings longer than the training strings (runs whose workdir "
+                f"held both splits' hypotheses):\n\n{failures}") if failures else ""
     sections.append("## Position extrapolation\n\nExact match (%) of string reversal by source length: the validation "
                     "split has the training lengths, the test split only longer strings.\n\n"
-                    f"{length.extrapolation_table(rows)}\n\n![Position extrapolation](extrapolation.png)")
+                    f"{length.extrapolation_table(rows)}\n\n![Position extrapolation](extrapolation.png){failures}")
   from attnjax.report import scaling  # pylint: disable=g-import-not-at-top
   for name, points in scaling.scaling_points(records).items():
     plot = f"scaling_{name.replace('/', '_')}.png"

@@ -225,9 +225,24 @@ def exact_match_by_length(sources: list[str], hypotheses: list[str], references:
   return counts
 
 
+def longer_string_outputs(sources: list[str], hypotheses: list[str], longest: int) -> dict[str, int]:
+  """How a model answers the strings longer than any it trained on: over the sources longer than ``longest``
+  characters, ``{"strings", "of_longest_length", "reversed_prefix"}``, how many there are, how many of their outputs
+  have exactly ``longest`` characters, and how many are the reversal of the source's first ``longest`` characters
+  (the model reading the string as if it ended where the training strings did)."""
+  if len(sources) != len(hypotheses):
+    raise ValueError(f"longer_string_outputs: {len(sources)} sources and {len(hypotheses)} hypotheses; they must pair "
+                     "up line by line")
+  pairs = [(source, hypothesis.strip()) for source, hypothesis in zip(sources, hypotheses) if len(source) > longest]
+  return {"strings": len(pairs), "of_longest_length": sum(len(h) == longest for _, h in pairs),
+          "reversed_prefix": sum(h == s[:longest][::-1] for s, h in pairs)}
+
+
 def extrapolation_rows(records: list[dict]) -> list[tuple[dict, dict[str, dict[int, list[int]]]]]:
   """``[(record, {split: exact_match_by_length})]`` for every evaluated run of the ``reverse`` task, over the splits
-  it was evaluated on (validation: the training lengths; test: longer)."""
+  it was evaluated on (validation: the training lengths; test: longer). A run scored on both also gets
+  ``record["longer_string_outputs"]``: :func:`longer_string_outputs` of its test split past the longest validation
+  length."""
   out = []
   for record in records:
     if record.get("task") != "reverse" or record.get("state") != "evaluated" or not record.get("config"):
@@ -240,13 +255,17 @@ def extrapolation_rows(records: list[dict]) -> list[tuple[dict, dict[str, dict[i
       else:
         logging.warning("Extrapolation: archived run %s has no per-length exact match", record["run"])
       continue
-    by_split = {}
+    by_split, read_splits = {}, {}
     for split in sorted({record["split"], *(record.get("other_splits") or {})}):
       metrics = record.get("metrics") if split == record["split"] else _read_metrics(record["workdir"], split)
       read = _split_and_hypotheses(record, split, metrics, "Extrapolation")
       if read is not None:
-        examples, hypotheses = read
+        examples, hypotheses = read_splits[split] = read
         by_split[split] = exact_match_by_length([s for s, _ in examples], hypotheses, [t for _, t in examples])
+    if "validation" in by_split and "test" in read_splits:
+      examples, hypotheses = read_splits["test"]
+      record["longer_string_outputs"] = longer_string_outputs([s for s, _ in examples], hypotheses,
+                                                              max(by_split["validation"]))
     if by_split:
       record["exact_match_by_length"] = by_split  # for a later report from results.json
       out.append((record, by_split))
@@ -296,6 +315,24 @@ def extrapolation_table(rows) -> str:
       validation = _validation_score(record)
       cells.append(_percent(pooled) if pooled[0] or validation is None else f"{validation:.1f}")
     cells += [_percent(by_split.get("test", {}).get(n, [0, 0])) for n in longer]
+    lines.append("| " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def longer_strings_table(rows) -> str | None:
+  """A row per run that has :func:`longer_string_outputs` (None when none has): of its test strings longer than the
+  training ones, the share of outputs exactly as long as the longest training string, and the share that are the
+  reversal of the source's first that many characters."""
+  longest = max((n for _, by_split in rows for n in by_split.get("validation", {})), default=None)
+  counted = [(record, record["longer_string_outputs"]) for record, _ in rows if record.get("longer_string_outputs")]
+  if longest is None or not counted:
+    return None
+  lines = [f"| positions | run | test strings longer than {longest} | outputs of {longest} characters | reversal of "
+           f"the first {longest} characters |", "|---|---|---|---|---|"]
+  for record, counts in counted:
+    strings = counts["strings"]
+    cells = [_run_label(record, rows), record["run"], str(strings)]
+    cells += [f"{counts[key]} ({_percent([strings, counts[key]])}%)" for key in ("of_longest_length", "reversed_prefix")]
     lines.append("| " + " | ".join(cells) + " |")
   return "\n".join(lines)
 
