@@ -11,6 +11,13 @@ forcing), and the cross-attention it used for each output token is drawn: rows a
 ``</s>``), columns source pieces: the translation is re-tokenised from its text, so a piece the vocabulary cannot
 spell back (rare) is drawn as the tokeniser reads it. One PNG per run, ``<out>/attention_<model>.png``
 (``_2``, ``_3``, ... for a second run of the same model), with the source, translation and reference in its title.
+
+With ``--alignment_examples=N`` it also measures, teacher-forced on the first N references of
+``--alignment_split`` (validation by default: no test sentence is looked at), whether each model's attention is an
+alignment and whether the model relies on it (:func:`alignment_diagnostics`), and writes the table to
+``<out>/alignment.md``:
+
+    python -m attnjax.report.attention_maps --workdirs=... --split=test --index=9 --alignment_examples=256 --out=docs
 """
 
 from __future__ import annotations
@@ -19,15 +26,19 @@ import math
 import re
 
 import numpy as np
-from absl import app, flags
+from absl import app, flags, logging
 
 from attnjax import fs
-from attnjax.tokens import BOS_ID
+from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID
 
 _WORKDIRS = flags.DEFINE_list("workdirs", None, "run workdirs (sequence-to-sequence models with attention)")
 _SPLIT = flags.DEFINE_string("split", "test", "the split the sentence comes from")
 _INDEX = flags.DEFINE_integer("index", 0, "the sentence's line number in the split (0-based)")
 _OUT = flags.DEFINE_string("out", None, "directory for the PNGs")
+_ALIGNMENT_EXAMPLES = flags.DEFINE_integer(
+    "alignment_examples", 0, "teacher-force this many references of --alignment_split through each run and write "
+    "alignment.md (0: do not)")
+_ALIGNMENT_SPLIT = flags.DEFINE_string("alignment_split", "validation", "the split --alignment_examples reads")
 
 
 def attention_of(workdir: str, split: str, index: int) -> dict:
@@ -64,6 +75,84 @@ def attention_of(workdir: str, split: str, index: int) -> dict:
   return {"label": model_label(config.model.to_dict()), "source": source, "reference": reference,
           "hypothesis": hypothesis, "source_pieces": _pieces(src_vocab, source)[:len(src_ids)],
           "output_pieces": _pieces(tgt_vocab, hypothesis) + ["</s>"], "weights": weights}
+
+
+def alignment_diagnostics(workdir: str, split: str = "validation", examples: int = 256, *,
+                          batch_size: int = 64) -> dict:
+  """Is the run's cross-attention an alignment, and does the model use it? Teacher-forced on the first ``examples``
+  (source, reference) pairs of ``split``, with the best checkpoint:
+
+  * ``"correlation"``: the Pearson correlation, pooled over every target position of every sentence (the position
+    that predicts ``</s>`` included), between the output position and the source position given the most attention
+    (heads averaged). A monotonic alignment is near +1, a reversed one negative.
+  * ``"loss"``: the references' negative log-likelihood, nats per target token (``</s>`` included).
+  * ``"loss_other_source"``: the same, each sentence decoded from the next one's source (the last from the first's):
+    how much the model's predictions depend on the source it attends to.
+
+  Sources are cut to ``data.max_src_len`` pieces and references to ``data.max_tgt_len`` (with ``</s>``), as in
+  training. Returns those three with ``"sentences"`` and ``"tokens"`` (target tokens scored).
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from attnjax import config as config_lib, inference  # pylint: disable=g-import-not-at-top
+  from attnjax.data import tasks  # pylint: disable=g-import-not-at-top
+  config = config_lib.load_config(workdir)
+  tasks.resolve_data_dir(config.data, workdir)
+  pairs = tasks.load_split(config.data, split)[:examples]
+  if examples < 2 or len(pairs) < 2:
+    raise ValueError(f"alignment_diagnostics: examples={examples} with {len(pairs)} in the {split} split; it needs at "
+                     "least 2 (each sentence is also decoded from another's source)")
+  loaded = inference.load_workdir(workdir, checkpoint="best", config=config)
+  src_vocab, tgt_vocab = loaded.vocabularies.src, loaded.vocabularies.tgt
+  sources = [src_vocab.encode(s)[:config.data.max_src_len] for s, _ in pairs]
+  targets = [tgt_vocab.encode(t)[:config.data.max_tgt_len - 1] + [EOS_ID] for _, t in pairs]
+  if not all(sources):
+    logging.warning("alignment_diagnostics: %d of the %d sentences have an empty source; left out",
+                    sum(not s for s in sources), len(pairs))
+    sources, targets = zip(*[(s, t) for s, t in zip(sources, targets) if s])
+    sources, targets = list(sources), list(targets)
+  src_len, tgt_len = max(map(len, sources)), max(map(len, targets))
+
+  def padded(rows, length):
+    return np.asarray([row + [PAD_ID] * (length - len(row)) for row in rows], np.int32)
+
+  model, variables = loaded.model, {"params": loaded.params}
+
+  @jax.jit
+  def forward(src, tgt_in, tgt_out):
+    out = model.apply(variables, tgt_in, model.apply(variables, src, method=model.encode), return_attention=True,
+                      method=model.decode)
+    nll = -jnp.take_along_axis(jax.nn.log_softmax(out.logits.astype(jnp.float32)), tgt_out[..., None], -1)[..., 0]
+    attention = jnp.where((src != PAD_ID)[:, None, :], out.attention, -1.0)  # [B, T, S], padding never the argmax
+    return nll, jnp.argmax(attention, axis=-1)
+
+  other = sources[1:] + sources[:1]
+  positions, nll, nll_other = [], [], []
+  for start in range(0, len(sources), batch_size):
+    stop = min(start + batch_size, len(sources))
+    # every batch padded to one shape (the last one with repeated rows, dropped below): one compilation
+    rows = list(range(start, stop)) + [start] * (batch_size - (stop - start))
+    tgt_out = padded([targets[i] for i in rows], tgt_len)
+    tgt_in = padded([[BOS_ID] + targets[i][:-1] for i in rows], tgt_len)
+    for src_rows, sink in (([sources[i] for i in rows], nll), ([other[i] for i in rows], nll_other)):
+      token_nll, argmax = (np.asarray(x) for x in forward(padded(src_rows, src_len), tgt_in, tgt_out))
+      for b, i in enumerate(rows[:stop - start]):
+        sink.extend(token_nll[b, :len(targets[i])])
+        if sink is nll:
+          positions.extend((t, argmax[b, t]) for t in range(len(targets[i])))
+  positions = np.asarray(positions, np.float64)
+  return {"sentences": len(sources), "tokens": len(nll), "correlation": float(np.corrcoef(positions.T)[0, 1]),
+          "loss": float(np.mean(nll)), "loss_other_source": float(np.mean(nll_other))}
+
+
+def alignment_table(rows: list[tuple[str, str, dict]], split: str) -> str:
+  """Markdown: a row per ``(label, workdir, alignment_diagnostics(...))``."""
+  lines = [f"| model | run | {split} sentences (target tokens) | argmax source position vs output position "
+           "(correlation) | NLL per token | NLL, decoded from another sentence's source |", "|---|---|---|---|---|---|"]
+  for label, workdir, d in rows:
+    lines.append(f"| {label} | `{workdir}` | {d['sentences']} ({d['tokens']}) | {d['correlation']:.2f} | "
+                 f"{d['loss']:.2f} | {d['loss_other_source']:.2f} |")
+  return "\n".join(lines)
 
 
 def plot_attention(entry: dict, path: fs.PathLike) -> None:
@@ -103,6 +192,19 @@ def main(argv):
     path = fs.join(_OUT.value, f"attention_{slug}{'' if used.count(slug) == 1 else f'_{used.count(slug)}'}.png")
     plot_attention(entry, path)
     print(f"{path}: {entry['label']}, {entry['weights'].shape[0]} head(s), {entry['hypothesis']}")
+  if _ALIGNMENT_EXAMPLES.value:
+    rows = [(_label_of(workdir), workdir, alignment_diagnostics(workdir, _ALIGNMENT_SPLIT.value,
+                                                                _ALIGNMENT_EXAMPLES.value))
+            for workdir in _WORKDIRS.value]
+    table = alignment_table(rows, _ALIGNMENT_SPLIT.value)
+    fs.write_text(fs.join(_OUT.value, "alignment.md"), table + "\n")
+    print(table)
+
+
+def _label_of(workdir: str) -> str:
+  from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
+  from attnjax.report.runs import model_label  # pylint: disable=g-import-not-at-top
+  return model_label(config_lib.load_config(workdir).model.to_dict())
 
 
 if __name__ == "__main__":
