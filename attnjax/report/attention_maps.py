@@ -184,27 +184,21 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   fs.makedirs(_OUT.value)
-  used = []
+  used, labels = [], []
   for workdir in _WORKDIRS.value:
     entry = attention_of(workdir, _SPLIT.value, _INDEX.value)
+    labels.append(entry["label"])
     slug = _slug(entry["label"])
     used.append(slug)
     path = fs.join(_OUT.value, f"attention_{slug}{'' if used.count(slug) == 1 else f'_{used.count(slug)}'}.png")
     plot_attention(entry, path)
     print(f"{path}: {entry['label']}, {entry['weights'].shape[0]} head(s), {entry['hypothesis']}")
   if _ALIGNMENT_EXAMPLES.value:
-    rows = [(_label_of(workdir), workdir, alignment_diagnostics(workdir, _ALIGNMENT_SPLIT.value,
-                                                                _ALIGNMENT_EXAMPLES.value))
-            for workdir in _WORKDIRS.value]
+    rows = [(label, workdir, alignment_diagnostics(workdir, _ALIGNMENT_SPLIT.value, _ALIGNMENT_EXAMPLES.value))
+            for label, workdir in zip(labels, _WORKDIRS.value)]
     table = alignment_table(rows, _ALIGNMENT_SPLIT.value)
     fs.write_text(fs.join(_OUT.value, "alignment.md"), table + "\n")
     print(table)
-
-
-def _label_of(workdir: str) -> str:
-  from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
-  from attnjax.report.runs import model_label  # pylint: disable=g-import-not-at-top
-  return model_label(config_lib.load_config(workdir).model.to_dict())
 
 
 if __name__ == "__main__":
