@@ -403,7 +403,8 @@ def test_an_earlier_reports_results_json_is_reported_again_and_a_workdir_superse
   (root / "a" / "launch.json").write_text(json.dumps({**launch, "status": "done", "returncode": 0}))
 
   collected = report.collect([str(archive), str(root)])
-  assert [r["run"] for r in collected] == ["b", "a"]  # archived a superseded by its workdir, not listed twice
+  # archived a superseded by its workdir, not listed twice; the live a before the archived b: by run path, not origin
+  assert [r["run"] for r in collected] == ["a", "b"]
   records = {r["run"]: r for r in collected}
   assert (records["a"]["state"], records["a"]["scores"], records["a"].get("archived")) == ("evaluated",
                                                                                              {"bleu": 19.0}, None)
@@ -493,3 +494,18 @@ def test_report_from_and_to_a_bucket(runs, fake_gcs_server):  # noqa: F811  pyli
   assert {r["run"] for r in results["runs"]} == {"base", "heads/heads8", "heads/heads16", "manual/squad", "broken"}
   assert next(r for r in results["runs"] if r["run"] == "base")["eval_curves"]["eval/bleu"] == [
       list(p) for p in BLEU_CURVE]
+
+
+def test_other_splits_rows_follow_the_model_order_of_the_tables_whatever_the_records_order():
+  from attnjax.report import tables  # pylint: disable=import-outside-toplevel
+
+  def record(label, run, start):
+    return {"label": label, "task": "multi30k_en_de", "kind": "translation", "run": run, "start": start,
+            "other_splits": {"test2017": {"bleu": 1.0}}}
+
+  records = [record("Transformer", "a/transformer", "2026-01-01T00:00:00"),
+             record("LSTM + Luong (concat)", "z/concat", "2026-01-03T00:00:00"),
+             record("LSTM seq2seq", "m/seq2seq", "2026-01-02T00:00:00")]
+  for ordering in (records, records[::-1]):
+    rows = [line for line in tables.other_splits_table(ordering).splitlines() if "test2017" in line]
+    assert [row.split(" | ")[-1].rstrip(" |") for row in rows] == ["m/seq2seq", "z/concat", "a/transformer"]

@@ -395,8 +395,8 @@ def _merge_replay(live: dict[str, Any], archived: dict[str, Any]) -> dict[str, A
 
 
 def collect(roots: Iterable[fs.PathLike], *, curves: bool = True) -> list[dict[str, Any]]:
-  """:func:`read_run` for every run under every root (in root order, then path order), after the records of the roots
-  that end in ``.json``: earlier reports' ``results.json`` (:func:`read_archive`).
+  """:func:`read_run` for every run under every root, and the records of the roots that end in ``.json``: earlier
+  reports' ``results.json`` (:func:`read_archive`); sorted by run path (a stable sort: roots' order among equal paths).
 
   A run found in a workdir supersedes an archived record of the same ``run`` path (it is the newer attempt: a run the
   archive saw ``running``, or the same point trained again, once evaluated), and a later archive's record an earlier
@@ -437,4 +437,6 @@ def collect(roots: Iterable[fs.PathLike], *, curves: bool = True) -> list[dict[s
     logging.info("report: %d of them reproduced their archived scores exactly (replays; the archive's throughput and "
                  "wall time kept): %s", len(replays), ", ".join(replays))
     live = [_merge_replay(r, archived[r["run"]]) if r["run"] in replays else r for r in live]
-  return [record for run, record in archived.items() if run not in seen] + live
+  # by run path, wherever each record came from, so that a report (and its results.json) lists the same runs in the
+  # same order whether a run is read from an archive, from its workdir or replayed
+  return sorted([record for run, record in archived.items() if run not in seen] + live, key=lambda r: r["run"])

@@ -87,6 +87,15 @@ def _order(sequence: Iterable[str], canonical: Iterable[str]) -> list[str]:
   return sorted(set(sequence), key=lambda x: (canonical.index(x) if x in canonical else len(canonical), x))
 
 
+def _in_table_order(records: list[dict]) -> list[dict]:
+  """Rows by model (the seed tables' order), then task, then start and run path: the same order however the records
+  were gathered (an archived run and a live one, a replay, sit where they belong)."""
+  labels = _order((r["label"] or "" for r in records), LABEL_ORDER)
+  tasks = _order((r["task"] or "" for r in records), TASK_KINDS)
+  return sorted(records, key=lambda r: (labels.index(r["label"] or ""), tasks.index(r["task"] or ""), _start_key(r),
+                                        r["run"]))
+
+
 def _columns(kind: str, task: str, records: list[dict]) -> list[str]:
   """The metrics a task's column group shows: the kind's own that a run computed or the seed reports, in the seed
   tables' order (plus exact match for tasks scored by it, such as the synthetic ones)."""
@@ -105,9 +114,7 @@ def kind_table(kind: str, records: list[dict]) -> str:
   groups = [(task, _columns(kind, task, records)) for task in tasks]
   header = ["model", "split"] + [f"{task} {METRIC_TITLES.get(m, m)}" for task, metrics in groups for m in metrics]
   header += ["params", "steps", "train tok/s", "wall (h:mm)", "hardware", "point", "run"]
-  labels = _order((r["label"] for r in records), LABEL_ORDER)
-  records = sorted(records, key=lambda r: (labels.index(r["label"]), tasks.index(r["task"]), _start_key(r),
-                                           r["run"]))
+  records = _in_table_order(records)
   rows = []
   for r in records:
     cells = [_escape(r["label"]), _escape(r.get("split"))]
@@ -341,8 +348,8 @@ def curves_file(experiment_name: str) -> str:
 def other_splits_table(records: list[dict]) -> str | None:
   """A row per (run, split) for the splits evaluated besides the one the kind tables show, or None."""
   rows = []
-  for r in records:
-    for split, scores in sorted((r.get("other_splits") or {}).items()):
+  for r in _in_table_order([r for r in records if r.get("other_splits")]):
+    for split, scores in sorted(r["other_splits"].items()):
       metrics = [m for m in KIND_METRICS.get(r["kind"], ()) if m in scores]
       rows.append([_escape(r["label"]), _escape(split),
                    ", ".join(f"{METRIC_TITLES.get(m, m)} {format_score(scores[m])}" for m in metrics) or "—",
