@@ -26,7 +26,9 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
 # HLO passes (fusion, sharding propagation, memory analysis are unchanged) and drops the LLVM backend's optimisation
 # (-O0, no expensive passes). Measured on two compile-bound tests (Transformer conformance [linear], gradient
 # accumulation), each pair twice: 89 s and 94 s without it, 62 s and 62 s with it; the quickstart test, which runs
-# more than it compiles, 152 s without, 162 s with. Set here so that every subprocess a test starts inherits it.
+# more than it compiles, 152 s without, 162 s with. The whole suite (`make test`, 2 workers, the machine otherwise
+# idle, one run each): 23:53 without, 22:04 with; CPU time 44:06 -> 39:38. Set here so that every subprocess a test
+# starts inherits it; JAX_DISABLE_MOST_OPTIMIZATIONS=0 in the environment turns it off.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
 import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
