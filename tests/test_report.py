@@ -497,8 +497,6 @@ def test_report_from_and_to_a_bucket(runs, fake_gcs_server):  # noqa: F811  pyli
 
 
 def test_other_splits_rows_follow_the_model_order_of_the_tables_whatever_the_records_order():
-  from attnjax.report import tables  # pylint: disable=import-outside-toplevel
-
   def record(label, run, start):
     return {"label": label, "task": "multi30k_en_de", "kind": "translation", "run": run, "start": start,
             "other_splits": {"test2017": {"bleu": 1.0}}}
@@ -507,5 +505,5 @@ def test_other_splits_rows_follow_the_model_order_of_the_tables_whatever_the_rec
              record("LSTM + Luong (concat)", "z/concat", "2026-01-03T00:00:00"),
              record("LSTM seq2seq", "m/seq2seq", "2026-01-02T00:00:00")]
   for ordering in (records, records[::-1]):
-    rows = [line for line in tables.other_splits_table(ordering).splitlines() if "test2017" in line]
+    rows = [line for line in report.tables.other_splits_table(ordering).splitlines() if "test2017" in line]
     assert [row.split(" | ")[-1].rstrip(" |") for row in rows] == ["m/seq2seq", "z/concat", "a/transformer"]
