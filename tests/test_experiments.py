@@ -154,8 +154,9 @@ def test_cpu_study_arm_and_every_sweep_point_validate_and_build(path):
   # label smoothing, evaluation and the wall-clock budget
   module = {}
   exec(compile(open(path).read(), path, "exec"), module)  # pylint: disable=exec-used
-  points = [{}] + [p["overrides"] for points in module.get("SWEEPS", {}).values() for p in points]
-  for overrides in points:
+  points = [(None, {})] + [(sweep, p["overrides"]) for sweep, points in module.get("SWEEPS", {}).items()
+                            for p in points]
+  for sweep, overrides in points:
     config = module["get_config"]()
     for key, value in overrides.items():
       section, _, field = key.rpartition(".")
@@ -166,8 +167,8 @@ def test_cpu_study_arm_and_every_sweep_point_validate_and_build(path):
     assert config.target == "cpu" and config.data.dir == "../shared/data/multi30k"
     assert config.data.max_tokens == 4096 and config.train.label_smoothing == 0.1
     assert config.eval.beam_size == 4 and config.train.best_metric == "bleu"
-    if "transformer_small" not in path:
-      assert config.train.time_limit_minutes == 30.0
+    if "transformer_small" not in path:  # the same budget everywhere but where a sweep sets it (the 60-minute runs)
+      assert config.train.time_limit_minutes == overrides.get("train.time_limit_minutes", 30.0), sweep
     model = build_model(config.model.to_dict(), src_vocab_size=8192, tgt_vocab_size=8192)
     src, tgt = jnp.zeros((2, 7), jnp.int32), jnp.zeros((2, 5), jnp.int32)
     out = jax.eval_shape(lambda a, b: model.init_with_output(jax.random.PRNGKey(0), a, b)[0], src, tgt)
