@@ -184,6 +184,19 @@ def test_the_length_curve_compares_one_split_per_task():
   assert [r["run"] for r, _ in length.length_rows(runs)] == ["t/default", "b/default", "r/default"]
 
 
+def test_the_length_curve_leaves_out_a_run_trained_for_a_budget_of_its_own():
+  def record(run, experiment, validation, overrides):
+    return {"run": run, "experiment_name": experiment, "task": "de", "split": "test", "kind": "translation",
+            "state": "evaluated", "config": {"data": {}}, "headline": "bleu", "scores": {"bleu": 20.0},
+            "overrides": overrides, "eval_curves": {"eval/bleu": [[500, validation]]}, "archived": True,
+            "bleu_by_length": {"edges": list(length.EDGES), "buckets": [{"bleu": validation}]}}
+  runs = [record("t/default", "de/transformer", 30.0, {}),
+          record("t/budget/minutes60", "de/transformer", 38.0, {"train.time_limit_minutes": 60.0}),  # best, longer
+          record("t/heads/heads8", "de/transformer", 31.0, {"model.num_heads": 8}),
+          record("s/default", "de/lstm_seq2seq", 10.0, None)]
+  assert [r["run"] for r, _ in length.length_rows(runs)] == ["t/heads/heads8", "s/default"]
+
+
 def test_extrapolation_rows_of_one_encoding_are_told_apart_by_seed():
   def record(run, positional, seed):
     return {"run": run, "label": "Transformer", "model": {"positional": positional}, "seed": seed}

@@ -159,17 +159,29 @@ def compared_splits(records: list[dict]) -> dict[str, str]:
   return {task: "test" if "test" in found else sorted(found)[0] for task, found in splits.items()}
 
 
+def own_budget(record: dict) -> bool:
+  """Whether the run's sweep point sets its own training budget (``train.time_limit_minutes``): a point of a sweep
+  over the budget, which the length curve does not set beside the arms that share the experiments' budget."""
+  return "train.time_limit_minutes" in (record.get("overrides") or {})
+
+
 def length_rows(records: list[dict], edges=EDGES) -> list[tuple[dict, list[dict]]]:
   """``[(record, buckets)]``: :func:`run_buckets` of the :func:`selected_runs` among the scorable translation runs
-  scored on their task's :func:`compared_splits` split."""
+  scored on their task's :func:`compared_splits` split, at the budget the experiments share (:func:`own_budget`)."""
   compared = compared_splits(records)
   scorable = [r for r in records if _scorable(r)]
-  kept, left_out = [], []
+  kept, left_out, budgeted = [], [], []
   for r in scorable:
-    (kept if (r.get("split") or "") == compared[r.get("task")] else left_out).append(r)
+    if own_budget(r):
+      budgeted.append(r)
+    else:
+      (kept if (r.get("split") or "") == compared[r.get("task")] else left_out).append(r)
   if left_out:
     logging.info("BLEU by length: %d run(s) scored on another split than their task's %s left out: %s",
                  len(left_out), compared, sorted(r["run"] for r in left_out))
+  if budgeted:
+    logging.info("BLEU by length: %d run(s) trained for a budget of their own left out: %s", len(budgeted),
+                 sorted(r["run"] for r in budgeted))
   out = []
   for record in selected_runs(kept):
     buckets = run_buckets(record, edges)
