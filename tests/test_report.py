@@ -216,6 +216,22 @@ def test_a_point_run_with_several_seeds_gets_its_mean_and_range(tmp_path):
   assert report.seed_table(report.sweeps(one_seed)[0]) is None  # one run per point: no such table
 
 
+def test_a_seed_run_inside_its_points_own_workdir_is_found(tmp_path):
+  # the launcher's layout when a point first ran without --seeds (its workdir <point>, config seed 0) and then with
+  # --seeds=1 (<point>/seed1, inside the first): both are runs of the point, and the seed table has both
+  root, base = tmp_path / "runs", "multi30k/transformer"
+  for workdir, seed, value in (("dropout60/dropout0.1", 0, 37.5), ("dropout60/dropout0.1/seed1", 1, 38.25),
+                               ("dropout60/dropout0.3", 0, 36.5)):
+    _run(root / workdir, launch=_launch(base, sweep="dropout60", point=workdir.split("/")[1]),
+         config={**_config("multi30k_en_de", TRANSFORMER_BASE), "seed": seed},
+         metrics={"step": 30, "steps": [30], "examples": 1000, "bleu": value})
+  assert [str(p.relative_to(root)) for p in report.find_runs(root)] == [
+      "dropout60/dropout0.1", "dropout60/dropout0.1/seed1", "dropout60/dropout0.3"]  # not checkpoints/30
+  rows = _table_rows(report.render_markdown(report.collect([str(root)], curves=False)), "Over random seeds")
+  assert [(r["point"], r["random seeds"], r["BLEU mean"], r["BLEU min–max"]) for r in rows] == [
+      ("dropout0.1", "0, 1", "37.88", "37.50–38.25"), ("dropout0.3", "0", "36.50", "—")]
+
+
 def test_points_that_ran_different_step_counts_are_compared_at_a_step_all_reached(tmp_path):
   # one wall-clock budget: heads8 ran 740 steps, heads16 only 569; both were evaluated at 500, heads1 at 250 and 500
   root, base = tmp_path / "runs", "multi30k/transformer"

@@ -88,7 +88,8 @@ NOT_COMPUTED = "—"  # an evaluated run whose evaluation did not compute this m
 
 
 def find_runs(root: fs.PathLike) -> list[epath.Path]:
-  """The run workdirs under ``root`` (``root`` itself if it is one), sorted by path.
+  """The run workdirs under ``root`` (``root`` itself if it is one), sorted by path, runs nested in a run's workdir
+  included (the launcher's ``<point>/seed<N>``); ``checkpoints`` and ``tensorboard`` are not searched.
 
   Raises:
     FileNotFoundError: ``root`` does not exist (the message names it).
@@ -106,7 +107,8 @@ def find_runs(root: fs.PathLike) -> list[epath.Path]:
     children = list(directory.iterdir())
     if any(child.name in RUN_FILES for child in children):
       runs.append(directory)
-      continue  # a run's own subdirectories (checkpoints, vocabularies) hold no further runs
+    # not only below directories that are no run: the launcher puts a point's ``--seeds`` runs in <point>/seed<N>,
+    # inside the point's own workdir when the point was first run without --seeds
     stack.extend(child for child in children
                  if child.name not in SKIPPED_DIRS and not child.name.startswith(".") and child.is_dir())
   return sorted(runs, key=str)
