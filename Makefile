@@ -71,6 +71,9 @@ study: $(VENV)/.installed
 	  --split=validation,test,test2017
 	$(STUDY_LAUNCH) --experiment=experiments/multi30k/transformer.py --sweep=dropout60 --points=dropout0.1 \
 	  --split=validation,test,test2017
+	# both dropout points' second seed (in <point>/seed1; seed 0 of dropout0.3 is the minutes60 run above)
+	$(STUDY_LAUNCH) --experiment=experiments/multi30k/transformer.py --sweep=dropout60 --seeds=1 \
+	  --split=validation,test,test2017
 	set -e; for sweep in heads:heads1,heads8,heads16 layers:layers1,layers2,layers6 positional:learned,relative,t5; do \
 	  $(STUDY_LAUNCH) --experiment=experiments/multi30k/transformer.py --sweep=$${sweep%%:*} \
 	    --points=$${sweep#*:} --seeds=0,1 --split=test,test2017; done
