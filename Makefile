@@ -74,6 +74,11 @@ study: $(VENV)/.installed
 	# both dropout points' second seed (in <point>/seed1; seed 0 of dropout0.3 is the minutes60 run above)
 	$(STUDY_LAUNCH) --experiment=experiments/multi30k/transformer.py --sweep=dropout60 --seeds=1 \
 	  --split=validation,test,test2017
+	# half the batch (2,048 tokens) at dropout 0.1, seeds 0 and 1 (the second in tokens2048/seed1; its 4,096-token
+	# point is the dropout0.1 run above)
+	set -e; for seeds in "" --seeds=1; do \
+	  $(STUDY_LAUNCH) --experiment=experiments/multi30k/transformer.py --sweep=batch60 --points=tokens2048 $$seeds \
+	    --split=validation,test,test2017; done
 	set -e; for sweep in heads:heads1,heads8,heads16 layers:layers1,layers2,layers6 positional:learned,relative,t5; do \
 	  $(STUDY_LAUNCH) --experiment=experiments/multi30k/transformer.py --sweep=$${sweep%%:*} \
 	    --points=$${sweep#*:} --seeds=0,1 --split=test,test2017; done

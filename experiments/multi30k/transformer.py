@@ -35,6 +35,15 @@ SWEEPS = {
     # dropout 0.1 against the recipe's 0.3 (its point is the budget sweep's minutes60 run, a stand-in), on validation
     "dropout60": [{"name": f"dropout{p}", "overrides": {"model.dropout_rate": p, **_SIXTY_MINUTES}}
                   for p in (0.1, 0.3)],
+    # dropout 0.1 at 60 minutes still step-limited (~1,300-1,400 steps, validation rising at the end): half the batch
+    # for twice the updates over the same tokens, the rate scaled by 1/sqrt(2) as the batch (Noam's warm-up of 800
+    # steps covers the same tokens as 400 of 4,096 and peaks 1/sqrt(2) lower, as does its decay at equal tokens), and
+    # an evaluation every 1,000 steps so that evaluations take the same share of the hour, a checkpoint every 200 so
+    # that the last 5 averaged span the same tokens; its 4,096-token point is the dropout60 sweep's dropout0.1 run
+    "batch60": [{"name": f"tokens{n}", "overrides": {
+        "data.max_tokens": n, "train.warmup_steps": 400 * 4096 // n, "train.eval_every": 500 * 4096 // n,
+        "model.dropout_rate": 0.1, **_SIXTY_MINUTES, "train.checkpoint_every": 100 * 4096 // n}}
+        for n in (2048, 4096)],
 }
 
 
