@@ -51,6 +51,8 @@ def base_config() -> ml_collections.ConfigDict:
       max_tokens=4096,  # token-based batching: rows · max(S, T) per global batch
       bucket_boundaries=(16, 24, 32),
       pack=False,
+      # cut over-long training examples to max_src_len / max_tgt_len instead of skipping them (summarization)
+      truncate=False,
       # model vocabularies are padded up to a multiple of this, so that a vocab axis shards evenly over the mesh
       vocab_multiple=128,
   ))
@@ -101,6 +103,8 @@ def base_config() -> ml_collections.ConfigDict:
       alpha=0.6,
       max_len_a=1.0,
       max_len_b=10,
+      min_len=0,  # EOS banned before this many generated tokens (summarization: See et al. 2017 decode >= 35)
+      no_repeat_ngram_size=0,  # no n-gram of this size twice in an output (3: trigram blocking); 0 = off
       num_decode_examples=500,  # decoded during training (all of the split in attnjax.evaluate)
       # metrics to compute; () = the task's own (translation: bleu, chrf, ter; summarization: rouge; QA: exact_match,
       # f1). "meteor" is opt-in (pip install 'attnjax[meteor]').

@@ -13,6 +13,15 @@ worst of them (its log-probability only falls; for α ≥ 0 its best possible sc
 sentence is frozen, so its result does not depend on which other sentences share the batch; its length limit is
 ``max_len_a · (its real source length) + max_len_b``, never a batch-wide value.
 
+Constraints for long outputs (summarization), the same in both searches and applied to the log-probabilities before
+the choice, so that a constrained hypothesis keeps the model's own scores:
+
+* ``min_len``: EOS is banned until a hypothesis has ``min_len`` tokens (EOS not counted), as fairseq's
+  ``--min-len``; a row's length limit still wins (a limit below ``min_len + 1`` forces EOS there).
+* ``no_repeat_ngram_size`` n: a token that would complete an n-gram already in the hypothesis is banned
+  (fairseq's and Hugging Face's ``no_repeat_ngram_size``; Paulus et al. 2018 block repeated trigrams), see
+  :func:`ngram_bans`. Each hypothesis is checked against its own tokens only, so the output stays batch-invariant.
+
 Neither search ever emits PAD, BOS or an id at or past ``vocab_size`` (a model's table padded for sharding): their
 log-probabilities are set to -inf-like values after the log-softmax, as fairseq does, so the scores stay the model's
 log-probabilities of the tokens chosen.
@@ -65,10 +74,52 @@ def _step(model, variables, tokens, memory, cache, return_attention, vocab_size)
   return jnp.where(banned[None], NEG_INF, logprobs), out.cache, attention
 
 
+def ngram_bans(generated, count, n: int, vocab: int):
+  """The tokens that would repeat an n-gram: ``[N, V]`` bool, True where appending the token to the first ``count``
+  tokens of ``generated`` gives an n-gram that already occurs among them.
+
+  Args:
+    generated: ``[N, L]`` generated ids (positions at and past ``count`` are ignored).
+    count: scalar int, the tokens generated so far.
+    n: the n-gram size (>= 1).
+    vocab: V.
+  """
+  rows, length = generated.shape
+  if length < n:
+    return jnp.zeros((rows, vocab), bool)
+  starts = jnp.arange(length - n + 1)  # n-gram j covers positions j .. j + n - 1
+  complete = (starts + n - 1 < count)[None]  # [1, J]: all of it generated already
+  if n == 1:
+    match = jnp.broadcast_to(complete, (rows, starts.size))
+  else:
+    # the last n - 1 tokens, the prefix the next token would complete (count < n - 1 leaves no complete n-gram)
+    last = jax.lax.dynamic_slice_in_dim(generated, jnp.maximum(count - (n - 1), 0), n - 1, axis=1)  # [N, n-1]
+    windows = jnp.stack([generated[:, k:k + starts.size] for k in range(n - 1)], axis=-1)  # [N, J, n-1]
+    match = jnp.all(windows == last[:, None, :], axis=-1) & complete
+  following = generated[:, n - 1:]  # [N, J]: the token that completed n-gram j
+  banned = jnp.zeros((rows, vocab), jnp.int32).at[jnp.arange(rows)[:, None], following].max(match.astype(jnp.int32))
+  return banned > 0
+
+
+def _constrain(logprobs, generated, count, limit_reached, *, min_len, no_repeat_ngram_size, eos_id):
+  """Applies the row's length limit (only EOS may follow), ``min_len`` and n-gram blocking (see the module docstring)
+  to ``logprobs [N, V]``; ``generated [N, L]`` holds each hypothesis's first ``count`` tokens."""
+  vocab = logprobs.shape[-1]
+  is_eos = (jnp.arange(vocab) == eos_id)[None]
+  if no_repeat_ngram_size:
+    logprobs = jnp.where(ngram_bans(generated, count, no_repeat_ngram_size, vocab) & ~is_eos, NEG_INF, logprobs)
+  if min_len:
+    logprobs = jnp.where(is_eos & (count < min_len) & ~limit_reached[:, None], NEG_INF, logprobs)
+  return jnp.where(limit_reached[:, None] & ~is_eos, NEG_INF, logprobs)
+
+
+_CONSTRAINTS = ("min_len", "no_repeat_ngram_size")
+
+
 @functools.partial(jax.jit, static_argnames=("model", "max_len_a", "max_len_b", "max_len", "bos_id", "eos_id",
-                                             "return_attention", "vocab_size"))
+                                             "return_attention", "vocab_size") + _CONSTRAINTS)
 def _greedy(model, variables, src, src_mask, *, max_len_a, max_len_b, max_len, bos_id, eos_id, return_attention,
-            vocab_size):
+            vocab_size, min_len, no_repeat_ngram_size):
   src_mask = source_mask(src, src_mask)
   limit, length = _max_lengths(src_mask, max_len_a, max_len_b, max_len)
   batch = src.shape[0]
@@ -85,8 +136,8 @@ def _greedy(model, variables, src, src_mask, *, max_len_a, max_len_b, max_len, b
   def body(state):
     i, tokens, last, done, logp, cache, attn = state
     logprobs, cache, a = _step(model, variables, last, memory, cache, return_attention, vocab_size)
-    force_eos = i + 1 >= limit  # the row's length limit: only EOS may follow
-    logprobs = jnp.where(force_eos[:, None] & (jnp.arange(logprobs.shape[1]) != eos_id)[None], NEG_INF, logprobs)
+    logprobs = _constrain(logprobs, tokens, i, i + 1 >= limit, min_len=min_len,
+                          no_repeat_ngram_size=no_repeat_ngram_size, eos_id=eos_id)
     nxt = jnp.argmax(logprobs, axis=-1).astype(jnp.int32)
     nxt = jnp.where(done, PAD_ID, nxt)
     logp = logp + jnp.where(done, 0.0, jnp.take_along_axis(logprobs, nxt[:, None], axis=1)[:, 0])
@@ -102,7 +153,8 @@ def _greedy(model, variables, src, src_mask, *, max_len_a, max_len_b, max_len, b
 
 def greedy_search(model, variables, src, *, src_mask=None, max_len_a: float = 1.5, max_len_b: int = 10,
                   max_len: int | None = None, bos_id: int = BOS_ID, eos_id: int = EOS_ID,
-                  return_attention: bool = False, vocab_size: int | None = None) -> DecodeResult:
+                  return_attention: bool = False, vocab_size: int | None = None, min_len: int = 0,
+                  no_repeat_ngram_size: int = 0) -> DecodeResult:
   """Greedy decoding: the argmax token at every step until EOS or the row's length limit.
 
   Args:
@@ -113,12 +165,22 @@ def greedy_search(model, variables, src, *, src_mask=None, max_len_a: float = 1.
     return_attention: also return the cross-attention weights of each step.
     vocab_size: the real target vocabulary's size when the model's logits are padded past it (ids >= it, PAD and
       BOS are never emitted).
+    min_len: EOS is banned before this many tokens (EOS not counted); 0 = no minimum.
+    no_repeat_ngram_size: no n-gram of this size occurs twice in a hypothesis; 0 = no blocking.
 
   Returns:
     :class:`DecodeResult` with ``tokens [B, L]``.
   """
   return _greedy(model, variables, src, src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len=max_len,
-                 bos_id=bos_id, eos_id=eos_id, return_attention=return_attention, vocab_size=vocab_size)
+                 bos_id=bos_id, eos_id=eos_id, return_attention=return_attention, vocab_size=vocab_size,
+                 **_check_constraints(min_len, no_repeat_ngram_size))
+
+
+def _check_constraints(min_len, no_repeat_ngram_size) -> dict:
+  for name, value in (("min_len", min_len), ("no_repeat_ngram_size", no_repeat_ngram_size)):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+      raise ValueError(f"{name} must be a non-negative int (0 = off), got {value!r}")
+  return dict(min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size)
 
 
 def _gather_beams(tree, flat_index):
@@ -127,9 +189,10 @@ def _gather_beams(tree, flat_index):
 
 
 @functools.partial(jax.jit, static_argnames=("model", "beam_size", "alpha", "max_len_a", "max_len_b", "max_len",
-                                             "n_best", "bos_id", "eos_id", "return_attention", "vocab_size"))
+                                             "n_best", "bos_id", "eos_id", "return_attention", "vocab_size")
+                   + _CONSTRAINTS)
 def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_len_b, max_len, n_best, bos_id,
-          eos_id, return_attention, vocab_size):
+          eos_id, return_attention, vocab_size, min_len, no_repeat_ngram_size):
   k = beam_size
   src_mask = source_mask(src, src_mask)
   limit, length = _max_lengths(src_mask, max_len_a, max_len_b, max_len)
@@ -163,9 +226,10 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
     tokens = s["alive_seqs"][:, :, i].reshape(batch * k)
     logprobs, cache, a = _step(model, variables, tokens, memory, s["cache"], return_attention, vocab_size)
     vocab = logprobs.shape[-1]
-    force_eos = (i + 1 >= limit)[:, None, None]
+    logprobs = _constrain(logprobs, s["alive_seqs"][:, :, 1:].reshape(batch * k, -1), i,
+                          jnp.repeat(i + 1 >= limit, k), min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size,
+                          eos_id=eos_id)
     logprobs = logprobs.reshape(batch, k, vocab)
-    logprobs = jnp.where(force_eos & (jnp.arange(vocab) != eos_id), NEG_INF, logprobs)
     cand = (s["alive_logp"][:, :, None] + logprobs).reshape(batch, k * vocab)
     cand_logp, cand_index = jax.lax.top_k(cand, 2 * k)  # [B, 2K]
     cand_beam, cand_token = cand_index // vocab, (cand_index % vocab).astype(jnp.int32)
@@ -231,7 +295,7 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
 def beam_search(model, variables, src, *, src_mask=None, beam_size: int = 4, alpha: float = 0.6,
                 max_len_a: float = 1.5, max_len_b: int = 10, max_len: int | None = None, n_best: int = 1,
                 bos_id: int = BOS_ID, eos_id: int = EOS_ID, return_attention: bool = False,
-                vocab_size: int | None = None) -> DecodeResult:
+                vocab_size: int | None = None, min_len: int = 0, no_repeat_ngram_size: int = 0) -> DecodeResult:
   """Beam search with the GNMT length penalty (see the module docstring).
 
   Args:
@@ -239,7 +303,7 @@ def beam_search(model, variables, src, *, src_mask=None, beam_size: int = 4, alp
     beam_size: K.
     alpha: length-penalty exponent α (0 = raw log-probability; the paper's Transformer used 0.6).
     n_best: hypotheses returned per sentence, best first (≤ K).
-    vocab_size: as :func:`greedy_search`.
+    vocab_size, min_len, no_repeat_ngram_size: as :func:`greedy_search`.
 
   Returns:
     :class:`DecodeResult` with ``tokens [B, n_best, L]``, ``scores`` the length-normalised scores.
@@ -250,4 +314,5 @@ def beam_search(model, variables, src, *, src_mask=None, beam_size: int = 4, alp
     raise ValueError(f"alpha must be >= 0 (the early-stopping bound assumes it), got {alpha}")
   return _beam(model, variables, src, src_mask, beam_size=beam_size, alpha=float(alpha), max_len_a=max_len_a,
                max_len_b=max_len_b, max_len=max_len, n_best=n_best, bos_id=bos_id, eos_id=eos_id,
-               return_attention=return_attention, vocab_size=vocab_size)
+               return_attention=return_attention, vocab_size=vocab_size,
+               **_check_constraints(min_len, no_repeat_ngram_size))

@@ -106,7 +106,7 @@ class Decoder:
 
   def __init__(self, model, mesh, *, decode: str = "beam", beam_size: int = 4, alpha: float = 0.6,
                max_len_a: float = 1.5, max_len_b: int = 10, n_best: int = 1, return_attention: bool = False,
-               vocab_size: int | None = None):
+               vocab_size: int | None = None, min_len: int = 0, no_repeat_ngram_size: int = 0):
     if decode not in ("beam", "greedy"):
       raise ValueError(f"decode must be 'beam' or 'greedy', got {decode!r}")
     if decode == "greedy" and n_best != 1:
@@ -115,7 +115,8 @@ class Decoder:
     self.return_attention, self.n_best = return_attention, n_best
     self.traced_shapes: list[tuple[int, ...]] = []  # the per-device src shapes compiled (each device's share)
     # vocab_size: the real target vocabulary; PAD, BOS and the padded ids past it are never emitted
-    common = dict(max_len_a=max_len_a, max_len_b=max_len_b, return_attention=return_attention, vocab_size=vocab_size)
+    common = dict(max_len_a=max_len_a, max_len_b=max_len_b, return_attention=return_attention, vocab_size=vocab_size,
+                  min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size)
 
     def local(params, src):  # one device's rows: the search never looks at another row
       self.traced_shapes.append(tuple(src.shape))
@@ -345,4 +346,5 @@ def decoder_for(model, mesh, eval_cfg, *, vocab_size: int | None = None, n_best:
   """A :class:`Decoder` with the search settings of ``config.eval``; ``vocab_size`` the real target vocabulary's."""
   return Decoder(model, mesh, decode=eval_cfg.decode, beam_size=eval_cfg.beam_size, alpha=eval_cfg.alpha,
                  max_len_a=eval_cfg.max_len_a, max_len_b=eval_cfg.max_len_b, n_best=n_best,
-                 return_attention=return_attention, vocab_size=vocab_size)
+                 return_attention=return_attention, vocab_size=vocab_size, min_len=eval_cfg.get("min_len", 0),
+                 no_repeat_ngram_size=eval_cfg.get("no_repeat_ngram_size", 0))

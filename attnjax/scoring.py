@@ -85,7 +85,9 @@ def score(hypotheses, references, names, *,
       result = getattr(metrics_lib, name)(hypotheses, references, **options)
       values[name], signatures[name] = float(result.score), result.signature
     elif name == "rouge":  # ROUGE-1/2/L/Lsum F1 with stemming, as the summarization papers report
-      values.update(metrics_lib.rouge(hypotheses, [metrics_lib.split_sentences(r) for r in references]))
+      # ROUGE-Lsum is summary-level: both sides one sentence a line (metrics.split_sentences documents the rule)
+      values.update(metrics_lib.rouge([metrics_lib.split_sentences(h) for h in hypotheses],
+                                      [metrics_lib.split_sentences(r) for r in references]))
     else:
       raise ValueError(f"unknown decoding metric {name!r}")
   return values, signatures

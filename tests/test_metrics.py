@@ -418,3 +418,41 @@ def test_squad_file_pair_scores_like_the_official_script(tmp_path, capsys):
   bad = _write(tmp_path / "bad.json", "{\"q1\": ")
   assert metrics.main(["--metric=squad", f"--hyp={bad}", f"--ref={data}"]) == 1
   assert "bad.json: the predictions file is not valid JSON (line 1" in capsys.readouterr().err
+
+
+def test_split_sentences_on_stanford_tokenized_text_keeps_closing_quotes_with_their_sentence():
+  text = ('robin told cnn that " so far no videos were used . " he added , " a person needs to give it . " '
+          "( it was not clear . ) all 150 died ! why ? none -rrb- left")
+  assert metrics.split_sentences(text).split("\n") == [
+      'robin told cnn that " so far no videos were used . "',
+      'he added , " a person needs to give it . "',
+      "( it was not clear . )",
+      "all 150 died !",
+      "why ?",
+      "none -rrb- left",
+  ]
+  # an opening quote after a sentence end starts the next sentence (no quotation is open)
+  assert metrics.split_sentences('it ended . " we won , " he said .').split("\n") == [
+      "it ended .", '" we won , " he said .']
+  # untokenized text: a final punctuation mark glued to a word ends a sentence before a capital or a digit only
+  assert metrics.split_sentences("He left at 5 p.m. today. 3 stayed. e.g. this") == \
+      "He left at 5 p.m. today.\n3 stayed. e.g. this"
+
+
+def test_lead_takes_the_first_n_sentences_one_a_line():
+  article = "first one . second ! third ? fourth ."
+  assert metrics.lead(article) == "first one .\nsecond !\nthird ?"
+  assert metrics.lead(article, 1) == "first one ."
+  assert metrics.lead("only one") == "only one"
+  assert metrics.lead("   ") == ""
+
+
+def test_repeated_and_novel_ngrams_count_as_see_et_al_define_them():
+  # "a b c a b c a": trigrams abc bca cab abc bca -> the 4th and 5th were seen before: 2 of 5, plus "x y" has none
+  assert metrics.repeated_ngrams(["a b c a b c a", "x y"], 3) == pytest.approx(100.0 * 2 / 5)
+  assert metrics.repeated_ngrams(["a b"], 3) == 0.0
+  # bigrams of "a b c d": ab bc cd; the article has "a b" and "c d" -> one novel of three
+  assert metrics.novel_ngrams(["a b c d"], ["c d x a b"], 2) == pytest.approx(100.0 / 3)
+  assert metrics.novel_ngrams(["a b c d", "q"], ["c d x a b", "q"], 1) == pytest.approx(0.0)
+  with pytest.raises(ValueError, match="summaries .1. and articles .2."):
+    metrics.novel_ngrams(["a"], ["a", "b"], 1)

@@ -50,6 +50,7 @@ CONVS2S_EQ = "tests/models/test_convs2s_equations.py"
 CONVS2S_LOGITS = CONVS2S_EQ  # one test: logits and attention
 LOSSES = "tests/training/test_losses_and_schedule.py"
 RNN_TESTS = ("tests/models/test_rnn_equations.py", "tests/models/test_rnn_seq2seq.py")
+DECODING_CONSTRAINTS = "tests/test_decoding_constraints.py"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +181,21 @@ MUTANTS = (
            "features = jnp.mean(t_tilde.reshape(batch, self.maxout_dim, 2), axis=-1)",
            RNN_TESTS,
            "Bahdanau App. A.2.2: t_i = [max(t~_{i,2j-1}, t~_{i,2j})]_j (maxout, pool 2)"),
+    Mutant("ngram-block-incomplete-ngram", "attnjax/decoding.py",
+           "complete = (starts + n - 1 < count)[None]  # [1, J]: all of it generated already",
+           "complete = (starts + n - 1 <= count)[None]",
+           (DECODING_CONSTRAINTS,),
+           "no_repeat_ngram_size: only n-grams wholly generated can be repeated"),
+    Mutant("ngram-block-wrong-prefix", "attnjax/decoding.py",
+           "last = jax.lax.dynamic_slice_in_dim(generated, jnp.maximum(count - (n - 1), 0), n - 1, axis=1)  # [N, n-1]",
+           "last = jax.lax.dynamic_slice_in_dim(generated, jnp.maximum(count - n, 0), n - 1, axis=1)",
+           (DECODING_CONSTRAINTS,),
+           "no_repeat_ngram_size: the next token completes the n-gram of the last n - 1 tokens"),
+    Mutant("min-length-off-by-one", "attnjax/decoding.py",
+           "logprobs = jnp.where(is_eos & (count < min_len) & ~limit_reached[:, None], NEG_INF, logprobs)",
+           "logprobs = jnp.where(is_eos & (count < min_len - 1) & ~limit_reached[:, None], NEG_INF, logprobs)",
+           (DECODING_CONSTRAINTS,),
+           "min_len: EOS banned until min_len tokens precede it"),
 )
 
 

@@ -14,7 +14,8 @@ NumPy arrays for :mod:`attnjax.models.interface` models:
 Lengths. An example's target takes ``len(tgt) + 1`` positions (BOS + tgt, tgt + EOS). Examples with an empty source
 or target, or with ``len(src) > max_src_len`` or ``len(tgt) + 1 > max_tgt_len``, are skipped and counted
 (``num_skipped_empty``, ``num_skipped_too_long``, logged with absl); an empty example counts as empty even if too
-long.
+long. With ``truncate=True`` over-long examples are cut instead (``num_truncated``): the source to its first
+``max_src_len`` tokens, the target to its first ``max_tgt_len`` tokens with no EOS after it.
 
 Buckets (unpacked). ``bucket_boundaries`` are inclusive upper bounds on ``max(len(src), len(tgt) + 1)``; those not
 below ``max(max_src_len, max_tgt_len)`` are dropped and that maximum is appended as the last bound (no boundaries:
@@ -141,6 +142,9 @@ class Seq2SeqBatcher:
     shard_index: which block of rows this process yields, in ``[0, num_shards)``.
     pack: pack several examples per row (segment ids and positions are added).
     pack_length: row length before rounding; default ``max(max_src_len, max_tgt_len)``, and at least that.
+    truncate: cut over-long examples to ``max_src_len`` / ``max_tgt_len`` instead of skipping them (summarization:
+      See et al. 2017 train on an article's first 400 tokens and a summary's first 100); a cut target gets no EOS.
+      Counted in ``num_truncated`` and logged.
     batch_multiple: with ``max_tokens``, batch sizes are rounded down to a multiple of this (default
       ``num_shards``; must be a multiple of ``num_shards``).
   """
@@ -149,7 +153,8 @@ class Seq2SeqBatcher:
                max_tokens: int | None = None, max_src_len: int, max_tgt_len: int,
                bucket_boundaries: Sequence[int] | None = None, shuffle: bool = True, seed: int = 0,
                drop_remainder: bool = False, pad_to_multiple: int = 8, num_shards: int = 1, shard_index: int = 0,
-               pack: bool = False, pack_length: int | None = None, batch_multiple: int | None = None):
+               pack: bool = False, pack_length: int | None = None, batch_multiple: int | None = None,
+               truncate: bool = False):
     if (batch_size is None) == (max_tokens is None):
       raise ValueError(f"give exactly one of batch_size and max_tokens, got batch_size={batch_size}, "
                        f"max_tokens={max_tokens}")
@@ -171,6 +176,8 @@ class Seq2SeqBatcher:
       raise ValueError(f"batch_size={batch_size} must be a multiple of num_shards={num_shards}")
     if not pack and pack_length is not None:
       raise ValueError("pack_length is only used with pack=True")
+    if pack and truncate:
+      raise ValueError("truncate is not supported with pack=True (packed rows end every target with EOS)")
     if pack and bucket_boundaries is not None:
       raise ValueError("bucket_boundaries do not apply with pack=True (all rows have pack_length)")
 
@@ -178,7 +185,7 @@ class Seq2SeqBatcher:
     self.max_src_len, self.max_tgt_len = int(max_src_len), int(max_tgt_len)
     self.shuffle, self.seed, self.drop_remainder = bool(shuffle), int(seed), bool(drop_remainder)
     self.pad_to_multiple, self.num_shards, self.shard_index = int(pad_to_multiple), int(num_shards), int(shard_index)
-    self.pack, self.batch_multiple = bool(pack), int(batch_multiple)
+    self.pack, self.batch_multiple, self.truncate = bool(pack), int(batch_multiple), bool(truncate)
 
     # ---- examples: flat storage, then skipping
     if isinstance(examples, TokenizedSplit):
@@ -196,7 +203,15 @@ class Seq2SeqBatcher:
     src_len = np.diff(self._src_offsets)
     tgt_len = np.diff(self._tgt_offsets) + 1  # BOS + tgt / tgt + EOS
     empty = (src_len == 0) | (tgt_len == 1)
-    too_long = ~empty & ((src_len > self.max_src_len) | (tgt_len > self.max_tgt_len))
+    over = ~empty & ((src_len > self.max_src_len) | (tgt_len > self.max_tgt_len))
+    self.num_truncated = int(over.sum()) if self.truncate else 0
+    if self.truncate:
+      # See et al. (2017): the article's first max_src_len tokens, the summary's first max_tgt_len (no EOS after a
+      # cut summary: the model is not taught to stop where the text did not)
+      src_len, tgt_len = np.minimum(src_len, self.max_src_len), np.minimum(tgt_len, self.max_tgt_len)
+      logging.info("Seq2SeqBatcher truncated %d of %d examples to %d source / %d target tokens", self.num_truncated,
+                   len(src_len), self.max_src_len, self.max_tgt_len)
+    too_long = over & ~self.truncate
     kept = np.flatnonzero(~empty & ~too_long)
     self.num_examples_total = len(examples)
     self.num_skipped_empty = int(empty.sum())
@@ -245,7 +260,7 @@ class Seq2SeqBatcher:
     config = dict(batch_size=batch_size, max_tokens=max_tokens, max_src_len=self.max_src_len,
                   max_tgt_len=self.max_tgt_len, boundaries=self.bucket_boundaries, shuffle=self.shuffle,
                   drop_remainder=self.drop_remainder, pad_to_multiple=self.pad_to_multiple, pack=self.pack,
-                  batch_sizes=[s.batch_size for s in self.bucket_specs], num_examples=len(examples))
+                  **({"truncate": True} if self.truncate else {}), batch_sizes=[s.batch_size for s in self.bucket_specs], num_examples=len(examples))
     crc = zlib.crc32(json.dumps(config, sort_keys=True).encode())
     crc = zlib.crc32(kept.astype(np.int64).tobytes(), crc)
     crc = zlib.crc32(src_len[kept].astype(np.int64).tobytes(), crc)
@@ -316,8 +331,13 @@ class Seq2SeqBatcher:
     return rows[self.shard_index * per_shard:(self.shard_index + 1) * per_shard]
 
   def _example(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-    return (self._src[self._src_offsets[i]:self._src_offsets[i + 1]],
-            self._tgt[self._tgt_offsets[i]:self._tgt_offsets[i + 1]])
+    """Example ``i``'s ids; with ``truncate``, its source cut to ``max_src_len`` tokens and its target to
+    ``max_tgt_len`` (one more than fits with an EOS: :meth:`_batch` adds no EOS to a cut target)."""
+    src = self._src[self._src_offsets[i]:self._src_offsets[i + 1]]
+    tgt = self._tgt[self._tgt_offsets[i]:self._tgt_offsets[i + 1]]
+    if self.truncate:
+      src, tgt = src[:self.max_src_len], tgt[:self.max_tgt_len]
+    return src, tgt
 
   def _batch(self, bucket: int, rows) -> Batch:
     spec = self.bucket_specs[bucket]
@@ -335,6 +355,11 @@ class Seq2SeqBatcher:
       s, t = self._example(i)
       src[r, :len(s)] = s
       tgt_in[r, 0] = BOS_ID
+      if self.truncate and len(t) == self.max_tgt_len:  # cut: t_1..t_T taught from BOS, t_1..t_{T-1}; no EOS
+        tgt_in[r, 1:len(t)] = t[:-1]
+        tgt_out[r, :len(t)] = t
+        src_lengths[r], tgt_lengths[r] = len(s), len(t)
+        continue
       tgt_in[r, 1:len(t) + 1] = t
       tgt_out[r, :len(t)] = t
       tgt_out[r, len(t)] = EOS_ID

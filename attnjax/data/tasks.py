@@ -195,7 +195,7 @@ SUMMARIZATION_SOURCES = ("jsonl", "tfds_summarization")
 # config.data keys that only shape batches: left out of the token cache's source_key, so that tuning them keeps the
 # cache. Every other key counts, so a key added to a source later can never leave stale ids behind.
 _BATCHING_KEYS = ("max_src_len", "max_tgt_len", "batch_size", "max_tokens", "bucket_boundaries", "pack",
-                  "vocab_multiple")
+                  "vocab_multiple", "truncate")
 
 
 def _source_key(data_cfg) -> str:

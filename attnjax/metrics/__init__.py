@@ -18,7 +18,8 @@ from attnjax.metrics.cli import main
 from attnjax.metrics.corpus import MetricResult, MetricUnavailableError, References
 from attnjax.metrics.files import FILE_METRICS, PathLike, read_segments, score_files, score_squad_files
 from attnjax.metrics.squad import normalize_answer, squad_exact_match, squad_f1, squad_scores
-from attnjax.metrics.summarization import ROUGE_TYPES, rouge, rouge_signature, split_sentences
+from attnjax.metrics.summarization import (ROUGE_TYPES, lead, novel_ngrams, repeated_ngrams, rouge, rouge_signature,
+                                           split_sentences)
 from attnjax.metrics.translation import (METEOR_INSTALL_HINT, METEOR_STEMMERS, bleu, check_meteor_available,
                                          check_meteor_language, chrf, load_wordnet, meteor, ter)
 
@@ -28,8 +29,9 @@ from attnjax.metrics.translation import (METEOR_INSTALL_HINT, METEOR_STEMMERS, b
 _load_wordnet = load_wordnet
 
 __all__ = [
-    "FILE_METRICS", "METEOR_INSTALL_HINT", "METEOR_STEMMERS", "MetricResult", "MetricUnavailableError", "PathLike", "ROUGE_TYPES",
-    "References", "bleu", "check_meteor_available", "check_meteor_language", "chrf", "load_wordnet", "main", "meteor", "normalize_answer",
-    "read_segments", "rouge", "rouge_signature", "score_files", "score_squad_files", "split_sentences",
-    "squad_exact_match", "squad_f1", "squad_scores", "ter",
+    "FILE_METRICS", "METEOR_INSTALL_HINT", "METEOR_STEMMERS", "ROUGE_TYPES", "MetricResult", "MetricUnavailableError",
+    "PathLike", "References", "bleu", "check_meteor_available", "check_meteor_language", "chrf", "lead",
+    "load_wordnet", "main", "meteor", "normalize_answer", "novel_ngrams", "read_segments", "repeated_ngrams", "rouge",
+    "rouge_signature", "score_files", "score_squad_files", "split_sentences", "squad_exact_match", "squad_f1",
+    "squad_scores", "ter",
 ]

@@ -1,5 +1,6 @@
-"""Summarization metrics: ROUGE-N / ROUGE-L / ROUGE-Lsum (Lin 2004) through Google's ``rouge-score`` package, and the
-sentence splitting that ROUGE-Lsum needs."""
+"""Summarization metrics: ROUGE-N / ROUGE-L / ROUGE-Lsum (Lin 2004) through Google's ``rouge-score`` package, the
+sentence splitting that ROUGE-Lsum needs, the Lead-n baseline, and See et al. (2017)'s measures of repetition and of
+novel n-grams."""
 
 from __future__ import annotations
 
@@ -11,17 +12,87 @@ from attnjax.metrics.corpus import References, check_hypotheses, reference_strea
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 
 
+_FINAL = frozenset({".", "!", "?"})
+_CLOSERS = frozenset({")", "]", "}", "-rrb-", "-rsb-", "-rcb-", "''", "'"})
+
+
 def split_sentences(text: str) -> str:
   """Puts one sentence per line, as ROUGE-Lsum expects, when ``text`` has no newline yet.
 
-  Text that already contains a newline is returned unchanged (its lines are taken to be its sentences). Otherwise it is
-  split after every "." followed by whitespace: "A cat sat. A dog ran." -> "A cat sat.\\nA dog ran.". This is a crude
-  rule (it also splits after "Dr. " or "e.g. "), chosen because it needs no model or data; for published numbers split
-  sentences with a real sentence splitter before scoring.
+  Text that already contains a newline is returned unchanged (its lines are taken to be its sentences: the
+  CNN/DailyMail references hold one highlight a line). Otherwise the rule, on whitespace-separated tokens, is:
+
+  * a sentence ends after a token that is ``.``, ``!`` or ``?`` (the Stanford-tokenized text of See et al.'s
+    CNN/DailyMail), or that ends in one of them and is followed by a token starting with a capital letter or a digit
+    (untokenized text: "A cat sat. A dog ran.");
+  * closing brackets and quotes that follow (``)``, ``''``, ``-rrb-``...) stay with the sentence they close, and so
+    does a ``"`` that closes a quotation opened within the text (an odd number of ``"`` so far): in ``he said " no .
+    " then`` the quote ends the first sentence.
+
+  It needs no model or data, so the split of a hypothesis never depends on more than its own text. It splits after
+  abbreviations in untokenized text ("Dr. Smith"); tokenized text keeps "dr." as one token and is not split there.
   """
   if "\n" in text:
     return text
-  return re.sub(r"(?<=\.)\s+", "\n", text.strip())
+  tokens = text.split()
+  lines, current, quotes = [], [], 0
+  i = 0
+  while i < len(tokens):
+    token = tokens[i]
+    current.append(token)
+    quotes += token.count('"')
+    i += 1
+    following = tokens[i][:1] if i < len(tokens) else ""
+    if token in _FINAL or (token[-1] in _FINAL and (following.isupper() or following.isdigit())):
+      while i < len(tokens) and (tokens[i] in _CLOSERS or (tokens[i] == '"' and quotes % 2 == 1)):
+        quotes += tokens[i] == '"'
+        current.append(tokens[i])
+        i += 1
+      lines.append(" ".join(current))
+      current = []
+  if current:
+    lines.append(" ".join(current))
+  return "\n".join(lines)
+
+
+def lead(article: str, n: int = 3) -> str:
+  """The first ``n`` sentences of ``article`` by :func:`split_sentences`, one a line: the Lead-3 baseline of
+  summarization (See et al. 2017, Table 1) for ``n = 3``."""
+  if n < 1:
+    raise ValueError(f"n must be positive, got {n}")
+  return "\n".join(split_sentences(article).split("\n")[:n]) if article.strip() else ""
+
+
+def _ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
+  return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def repeated_ngrams(summaries: Sequence[str], n: int = 3) -> float:
+  """See et al. (2017, Fig. 4)'s repetition: the share (0-100) of a summary's n-grams that already occurred earlier
+  in the same summary, over all n-grams of all ``summaries`` (whitespace tokens)."""
+  total = repeated = 0
+  for summary in summaries:
+    grams = _ngrams(summary.split(), n)
+    seen: set = set()
+    for gram in grams:
+      repeated += gram in seen
+      seen.add(gram)
+    total += len(grams)
+  return 100.0 * repeated / max(total, 1)
+
+
+def novel_ngrams(summaries: Sequence[str], articles: Sequence[str], n: int) -> float:
+  """The share (0-100) of the summaries' n-grams that do not appear in their article (See et al. 2017, Fig. 6: how
+  abstractive a summarizer is; the reference summaries of CNN/DailyMail have about 30% novel trigrams)."""
+  if len(summaries) != len(articles):
+    raise ValueError(f"summaries ({len(summaries)}) and articles ({len(articles)}) must pair up")
+  total = novel = 0
+  for summary, article in zip(summaries, articles):
+    source = set(_ngrams(article.split(), n))
+    grams = _ngrams(summary.split(), n)
+    novel += sum(gram not in source for gram in grams)
+    total += len(grams)
+  return 100.0 * novel / max(total, 1)
 
 
 def rouge(hypotheses: Sequence[str], references: References, *, types: Sequence[str] = ROUGE_TYPES,

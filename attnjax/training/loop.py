@@ -191,7 +191,7 @@ class Experiment:
                                       **common)
       # train.label_smoothing is for the seq2seq loss
       return dict(loss_fn=steps.span_loss_stats), steps.SPAN_BATCH_NDIMS
-    common.update(max_src_len=d.max_src_len, max_tgt_len=d.max_tgt_len)
+    common.update(max_src_len=d.max_src_len, max_tgt_len=d.max_tgt_len, truncate=bool(d.get("truncate", False)))
     self.train_batches = Seq2SeqBatcher(self.task.encoded("train"), bucket_boundaries=d.bucket_boundaries,
                                         shuffle=True, seed=config.seed, pack=d.pack, **common)
     self.eval_batches = Seq2SeqBatcher(self.task.encoded(config.eval.split), shuffle=False, seed=0, **common)

@@ -363,3 +363,27 @@ def test_invalid_arguments_raise_clear_errors():
     Seq2SeqBatcher([[3, 4, 5]], batch_size=2, **common)
   with pytest.raises(RuntimeError, match="has no batch"):
     next(Seq2SeqBatcher(examples, batch_size=16, drop_remainder=True, **common))
+
+
+def test_truncate_cuts_over_long_examples_as_see_et_al_instead_of_skipping_them():
+  """Sources keep their first max_src_len tokens; a target longer than fits with its EOS keeps its first max_tgt_len
+  tokens and gets no EOS; examples that fit are unchanged, and empty ones are still skipped."""
+  examples = [(list(range(3, 13)), [3, 4, 5, 6, 7, 8]), ([3, 4], [5, 6]), ([], [3]), ([3] * 4, [4] * 5)]
+  batcher = Seq2SeqBatcher(examples, batch_size=4, max_src_len=6, max_tgt_len=5, shuffle=False, truncate=True,
+                           pad_to_multiple=1)
+  assert (batcher.num_truncated, batcher.num_skipped_too_long, batcher.num_skipped_empty) == (2, 0, 1)
+  batch = next(iter(batcher))
+  rows = {int(i): r for r, i in enumerate(batch["example_index"]) if i >= 0}
+  r = rows[0]
+  assert batch["src"][r].tolist() == list(range(3, 9))
+  assert batch["tgt_in"][r].tolist() == [BOS_ID, 3, 4, 5, 6]
+  assert batch["tgt_out"][r].tolist() == [3, 4, 5, 6, 7]
+  assert batch["tgt_mask"][r].all()
+  r = rows[1]
+  assert batch["tgt_out"][r].tolist()[:3] == [5, 6, EOS_ID] and batch["tgt_mask"][r].sum() == 3
+  r = rows[3]  # 5 target tokens + EOS do not fit in 5: cut, no EOS
+  assert batch["tgt_out"][r].tolist() == [4] * 5 and EOS_ID not in batch["tgt_out"][r].tolist()
+  skipping = Seq2SeqBatcher(examples, batch_size=4, max_src_len=6, max_tgt_len=5, shuffle=False)
+  assert (skipping.num_skipped_too_long, skipping.num_examples) == (2, 1)
+  with pytest.raises(ValueError, match="truncate is not supported with pack=True"):
+    Seq2SeqBatcher(examples, max_tokens=64, max_src_len=6, max_tgt_len=5, pack=True, truncate=True)
