@@ -51,6 +51,7 @@ CONVS2S_LOGITS = CONVS2S_EQ  # one test: logits and attention
 LOSSES = "tests/training/test_losses_and_schedule.py"
 RNN_TESTS = ("tests/models/test_rnn_equations.py", "tests/models/test_rnn_seq2seq.py")
 DECODING_CONSTRAINTS = "tests/test_decoding_constraints.py"
+COPY_EQ = "tests/models/test_copy_coverage_equations.py"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,6 +197,31 @@ MUTANTS = (
            "logprobs = jnp.where(is_eos & (count < min_len - 1) & ~limit_reached[:, None], NEG_INF, logprobs)",
            (DECODING_CONSTRAINTS,),
            "min_len: EOS banned until min_len tokens precede it"),
+    Mutant("coverage-loss-max", "attnjax/layers/copy.py",
+           "return jnp.sum(jnp.minimum(attention.astype(jnp.float32), coverage.astype(jnp.float32)), axis=-1)",
+           "return jnp.sum(jnp.maximum(attention.astype(jnp.float32), coverage.astype(jnp.float32)), axis=-1)",
+           (COPY_EQ,),
+           "See et al. eq. 12: covloss_t = sum_i min(a_i^t, c_i^t)"),
+    Mutant("pointer-gate-swapped", "attnjax/layers/copy.py",
+           "return jnp.log(p_gen * p_vocab + (1.0 - p_gen) * p_copy + _EPS)",
+           "return jnp.log((1.0 - p_gen) * p_vocab + p_gen * p_copy + _EPS)",
+           (COPY_EQ,),
+           "See et al. eq. 9: P(w) = p_gen P_vocab(w) + (1 - p_gen) sum_{i: w_i = w} a_i^t"),
+    Mutant("coverage-includes-current-step", "attnjax/models/rnn_seq2seq.py",
+           'extras["coverage_loss"] = coverage_loss(weights, state["coverage"])  # eq. 12, c_i excludes step i',
+           'extras["coverage_loss"] = coverage_loss(weights, state["coverage"] + weights)',
+           (COPY_EQ,),
+           "See et al. eq. 10: c^t = sum_{t' < t} a^t' (the current step's attention excluded)"),
+    Mutant("coverage-before-includes-current-step", "attnjax/layers/copy.py",
+           "before = jnp.cumsum(attention, axis=1) - attention",
+           "before = jnp.cumsum(attention, axis=1)",
+           (COPY_EQ,),
+           "See et al. eq. 10 for a whole sequence at once (the Transformer's coverage)"),
+    Mutant("coverage-not-in-scores", "attnjax/models/rnn_seq2seq.py",
+           "keys_proj = keys_proj + (state[\"coverage\"][..., None] * self.w_coverage).astype(keys_proj.dtype)",
+           "keys_proj = keys_proj",
+           (COPY_EQ,),
+           "See et al. eq. 11: e_i^t = v^T tanh(W_h h_i + W_s s_t + w_c c_i^t + b_attn)"),
 )
 
 

@@ -23,6 +23,14 @@ One module, :class:`RNNSeq2Seq`, covers three papers (``attention=``):
       c_t = sum_s a_t(s) h̄_s,   a_t(s) = softmax_s(score(h_t, h̄_s))
       h̃_t = tanh(W_c [c_t; h_t]),   logits = W_s h̃_t
 
+With ``attention="bahdanau"``, two additions of See et al. (2017) for summarization (:mod:`attnjax.layers.copy`):
+``copy=True``, the pointer-generator: p_gen = σ(w_h·c_i + w_s·s_i + w_x·E y_{i-1} + b_ptr) mixes the vocabulary
+distribution with the attention over the source ids, and the model returns log P(w) in place of logits; and
+``coverage=True``: c_i = Σ_{i' < i} a_i' enters the scores, e_ij = v^T tanh(W_q s_{i-1} + W_k h_j + w_c c_ij), and
+λ·Σ_j min(a_ij, c_ij) per target token is added to the training loss (sown into the ``"losses"`` collection). The
+attention stays Bahdanau's, from s_{i-1} (See et al. attend from s_i), so that the pointer-generator arm differs from
+the attention arm by the copy mechanism alone.
+
 Shape letters: B batch, S source length, T target length, E ``embed_dim``, H ``hidden_dim``, L ``num_layers``,
 A ``attention_dim``, l ``maxout_dim``, V the vocabulary. Every recurrent step (teacher forcing, prefill, one-token
 decoding) goes through the one function :meth:`_DecoderStep.__call__`, scanned over the T given tokens, so the three
@@ -39,6 +47,7 @@ import jax.numpy as jnp
 
 from attnjax.layers.recurrent import (CELLS, MaskedCellStep, ResetBeforeGRUCell, make_cell,  # noqa: F401
                                       over_time, reverse_real_tokens, zero_carry)
+from attnjax.layers.copy import PointerGate, coverage_loss, mix_log_probs
 from attnjax.layers.rnn_attention import AdditiveAttention, LuongAttention
 
 from attnjax.models.interface import DecoderOutput, source_mask
@@ -55,7 +64,9 @@ class _DecoderStep(nn.Module):
   ``state`` holds ``"h"`` ``[B, L, H]`` (and ``"c"`` ``[B, L, H]`` for LSTMs, ``"feed"`` ``[B, H]`` = h̃_{t-1} with
   Luong input feeding); ``emb`` is the embedded previous token ``[B, E]``. Returns the new state and
   ``(features [B, F], weights [B, S])`` where ``features`` feeds the output projection (F = ``maxout_dim`` = l for
-  Bahdanau's maxout readout, H otherwise) and ``weights`` are the alignment weights (``[B, 0]`` without attention).
+  Bahdanau's maxout readout, H otherwise) and ``weights`` are the alignment weights (``[B, 0]`` without attention),
+  and ``extras``: ``"p_gen" [B]`` with ``copy``, ``"coverage_loss" [B]`` with ``coverage`` (``state["coverage"]
+  [B, S]`` carries c_i).
   """
   cell: str
   hidden_dim: int
@@ -66,9 +77,17 @@ class _DecoderStep(nn.Module):
   maxout_dim: int
   readout_state: str
   dropout_rate: float
+  copy: bool = False
+  coverage: bool = False
   dtype: Any = jnp.float32
 
   def setup(self):
+    if self.coverage:
+      # w_c of See et al. eq. 11, one weight per attention unit; starts at zero, so coverage enters the scores as it
+      # is learned
+      self.w_coverage = self.param("w_coverage", nn.initializers.zeros_init(), (self.attention_dim,), jnp.float32)
+    if self.copy:
+      self.pointer = PointerGate(self.dtype, name="pointer")
     self.cells = [make_cell(self.cell, self.hidden_dim, self.dtype, name=f"cell_{l}") for l in range(self.num_layers)]
     self.dropout = nn.Dropout(self.dropout_rate)
     if self.attention == "bahdanau":
@@ -85,13 +104,20 @@ class _DecoderStep(nn.Module):
     h_prev = state["h"]
     batch = h_prev.shape[0]
     inputs = [emb]
+    extras = {}
     if self.attention == "bahdanau":
       # Bahdanau Eq. 5-6: the alignment query is s_{i-1}, the top-layer state BEFORE this step, so c_i is known
       # before the recurrence and can enter it.
-      context, weights = self.attend(h_prev[:, -1][:, None], memory["annotations"], keys_proj=memory["keys_proj"],
+      keys_proj = memory["keys_proj"]
+      if self.coverage:  # See et al. eq. 11: w_c c_ij joins W_k h_j inside the tanh
+        keys_proj = keys_proj + (state["coverage"][..., None] * self.w_coverage).astype(keys_proj.dtype)
+      context, weights = self.attend(h_prev[:, -1][:, None], memory["annotations"], keys_proj=keys_proj,
                                      mask=memory["src_mask"])
       context, weights = context[:, 0], weights[:, 0]
       inputs.append(context)
+      if self.coverage:
+        extras["coverage_loss"] = coverage_loss(weights, state["coverage"])  # eq. 12, c_i excludes step i
+        coverage = state["coverage"] + weights.astype(state["coverage"].dtype)
     elif self.attention is not None and self.input_feeding:
       inputs.append(state["feed"])  # Luong Sec. 3.3: h̃_{t-1} joins the input so past alignments are known.
     x = jnp.concatenate(inputs, axis=-1).astype(self.dtype)
@@ -111,6 +137,10 @@ class _DecoderStep(nn.Module):
     new_state = {"h": jnp.stack(new_h, axis=1)}
     if self.cell == "lstm":
       new_state["c"] = jnp.stack(new_c, axis=1)
+    if self.coverage:
+      new_state["coverage"] = coverage
+    if self.copy:  # See et al. eq. 8: from the context, the new state and the input
+      extras["p_gen"] = self.pointer(context, top, emb)
 
     if self.attention == "bahdanau":
       # Deep output with a maxout of pool size 2 (App. A.2.2): t_i = [max(t̃_{i,2j-1}, t̃_{i,2j})]_{j=1..l}, i.e.
@@ -132,7 +162,7 @@ class _DecoderStep(nn.Module):
       features = top
       weights = jnp.zeros((batch, 0), jnp.float32)
     features = self.dropout(features, deterministic=deterministic)
-    return new_state, (features, weights)
+    return new_state, (features, weights, extras)
 
 
 class RNNSeq2Seq(nn.Module):
@@ -163,15 +193,19 @@ class RNNSeq2Seq(nn.Module):
       s_{i-1} (App. A.2.2 as printed, and GroundHog); the top layer's when L > 1. Only for ``attention="bahdanau"``.
     tie_output_embedding: use the target embedding matrix as the output projection (plus a bias). The decoder's
       output features must then have size E: for Bahdanau l == E (``maxout_dim`` None or E), else H == E.
+    copy: See et al.'s pointer-generator (``attention="bahdanau"``, one shared vocabulary); the model then returns
+      log-probabilities of the mixed distribution where it returned logits.
+    coverage: See et al.'s coverage mechanism and loss (``attention="bahdanau"``).
+    coverage_loss_weight: λ of the coverage loss (1 in See et al.).
     dtype: compute dtype; parameters and logits stay float32.
 
   Memory (``encode``): ``"src_mask" [B, S]``, ``"annotations" [B, S, Dk]`` (Dk = 2H for bidirectional Bahdanau,
   else H; zero at padding), ``"final_h" [B, L, Dk]`` (and ``"final_c" [B, L, Dk]`` for LSTMs): each encoder layer's
   final state at its row's last real token, [forward; backward] when bidirectional; ``"keys_proj" [B, S, A]`` for
-  Bahdanau (W_k h_j, computed once per sentence).
+  Bahdanau (W_k h_j, computed once per sentence); ``"src_ids" [B, S]`` with copy.
 
   Cache (``init_cache``): ``"h" [B, L, H]`` (and ``"c" [B, L, H]`` for LSTMs) the decoder carries, ``"feed" [B, H]``
-  h̃_{t-1} for Luong with input feeding, ``"index" [B]`` int32. A recurrent cache has a fixed size, so
+  h̃_{t-1} for Luong with input feeding, ``"coverage" [B, S]`` with coverage, ``"index" [B]`` int32. A recurrent cache has a fixed size, so
   ``max_length`` is accepted for the interface and not needed.
   """
   src_vocab_size: int
@@ -189,6 +223,9 @@ class RNNSeq2Seq(nn.Module):
   maxout_dim: Optional[int] = None
   readout_state: str = "current"
   tie_output_embedding: bool = False
+  copy: bool = False
+  coverage: bool = False
+  coverage_loss_weight: float = 1.0
   dtype: Any = jnp.float32
 
   # ---------------------------------------------------------------------------------------------- configuration
@@ -218,6 +255,15 @@ class RNNSeq2Seq(nn.Module):
     if self.readout_state != "current" and self.attention != "bahdanau":
       raise ValueError(f"readout_state is only used by attention='bahdanau' (the maxout readout), got "
                        f"readout_state={self.readout_state!r} with attention={self.attention!r}")
+    if (self.copy or self.coverage) and self.attention != "bahdanau":
+      raise ValueError(f"copy and coverage are See et al.'s additions to additive attention: they need "
+                       f"attention='bahdanau', got copy={self.copy}, coverage={self.coverage} with "
+                       f"attention={self.attention!r}")
+    if self.copy and self.src_vocab_size != self.tgt_vocab_size:
+      raise ValueError(f"copy=True copies source ids as target ids: it needs one shared vocabulary, got "
+                       f"src_vocab_size={self.src_vocab_size} != tgt_vocab_size={self.tgt_vocab_size}")
+    if self.coverage_loss_weight < 0:
+      raise ValueError(f"coverage_loss_weight must be >= 0, got {self.coverage_loss_weight}")
     if not 0.0 <= self.dropout_rate < 1.0:
       raise ValueError(f"dropout_rate must be in [0, 1), got {self.dropout_rate!r}")
     if self.bidirectional_encoder not in (None, True, False):
@@ -265,7 +311,7 @@ class RNNSeq2Seq(nn.Module):
         cell=self.cell, hidden_dim=self.hidden_dim, num_layers=self.num_layers, attention=self.attention,
         attention_dim=self.attention_dim or self.hidden_dim, input_feeding=self.input_feeding,
         maxout_dim=self._maxout_dim, readout_state=self.readout_state, dropout_rate=self.dropout_rate,
-        dtype=self.dtype, name="decoder")
+        copy=self.copy, coverage=self.coverage, dtype=self.dtype, name="decoder")
     if self.attention == "bahdanau":
       # s_0 = tanh(W_s ←h_1), one W_s per decoder layer (the paper has one layer).
       self.init_state = [nn.Dense(self.hidden_dim, use_bias=False, dtype=self.dtype, name=f"init_state_{l}")
@@ -308,6 +354,8 @@ class RNNSeq2Seq(nn.Module):
       memory["final_h"] = jnp.stack(finals, axis=1)
     if self.attention == "bahdanau":
       memory["keys_proj"] = self.decoder_step.attend.project_keys(annotations)
+    if self.copy:
+      memory["src_ids"] = src
     return memory
 
   # ------------------------------------------------------------------------------------------------------ decoder
@@ -333,6 +381,9 @@ class RNNSeq2Seq(nn.Module):
       cache["c"] = c.astype(self.dtype)
     if self._is_luong and self.input_feeding:
       cache["feed"] = jnp.zeros((batch, self.hidden_dim), self.dtype)  # h̃_0 = 0
+    if self.coverage:
+      # c_0 = 0, summed in float32 at least (bfloat16 would round away small attention weights)
+      cache["coverage"] = jnp.zeros(memory["src_mask"].shape, jnp.promote_types(self.dtype, jnp.float32))
     return cache
 
   def decode(self, tgt_in, memory, cache=None, *, deterministic: bool = True, return_attention: bool = False):
@@ -347,11 +398,16 @@ class RNNSeq2Seq(nn.Module):
     emb = self.tgt_embed(tgt_in)
     # The same recurrence for every call: teacher forcing runs all T tokens from init_cache, a prefill its T tokens
     # from the cache, a single step one token; the step function is shared, hence the same numbers.
-    state, (features, weights) = over_time(self.decoder_step, state, emb, step_memory, deterministic=deterministic)
+    state, (features, weights, extras) = over_time(self.decoder_step, state, emb, step_memory,
+                                                   deterministic=deterministic)
     if self.tie_output_embedding:
       logits = self.tgt_embed.attend(features) + self.output_bias
     else:
       logits = self.output(features)
+    if self.copy:  # See et al. eq. 9: log P(w) stands in for the logits
+      logits = mix_log_probs(logits, extras["p_gen"], weights, memory["src_ids"])
+    if self.coverage:  # λ·covloss_t [B, T], added to the training loss under the target mask
+      self.sow("losses", "coverage", self.coverage_loss_weight * extras["coverage_loss"])
     new_cache = {**state, "index": cache["index"] + tgt_in.shape[1]} if given else None
     attention = weights if (return_attention and self.attention is not None) else None
     return DecoderOutput(logits=logits.astype(jnp.float32), cache=new_cache, attention=attention)

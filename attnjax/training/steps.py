@@ -31,11 +31,18 @@ SPAN_BATCH_NDIMS = {**{key: 2 for key in SPAN_BATCH_KEYS[:4]}, **{key: 1 for key
 
 
 def seq2seq_loss_stats(model, params, batch, rng, deterministic, *, label_smoothing=0.0, vocab_size=None):
+  """Label-smoothed cross-entropy, plus any per-token auxiliary loss ``[B, T]`` the model sows into its ``"losses"``
+  collection (See et al.'s coverage loss), summed under the target mask into ``loss_sum`` (``nll_sum`` stays the
+  NLL)."""
   rngs = None if deterministic else {"dropout": rng}
   packed = {key: batch[key] for key in PACKED_KEYS if key in batch}  # packed rows (Transformer only)
-  logits = model.apply({"params": params}, batch["src"], batch["tgt_in"], batch["src_mask"],
-                       deterministic=deterministic, rngs=rngs, **packed)
-  return smoothed_cross_entropy(logits, batch["tgt_out"], batch["tgt_mask"], label_smoothing, vocab_size)
+  logits, sown = model.apply({"params": params}, batch["src"], batch["tgt_in"], batch["src_mask"],
+                             deterministic=deterministic, rngs=rngs, mutable=["losses"], **packed)
+  stats = smoothed_cross_entropy(logits, batch["tgt_out"], batch["tgt_mask"], label_smoothing, vocab_size)
+  weights = batch["tgt_mask"].astype(jnp.float32)
+  for aux in jax.tree_util.tree_leaves(sown.get("losses", {})):
+    stats["loss_sum"] = stats["loss_sum"] + jnp.sum(aux * weights)
+  return stats
 
 
 def span_loss_stats(model, params, batch, rng, deterministic):

@@ -91,6 +91,8 @@ def test_padding_does_not_change_real_positions(config):
     dict(attention="luong_dot", bidirectional_encoder=True, reverse_source=True, tie_output_embedding=True),
     dict(attention="bahdanau", cell="gru", maxout_dim=5, readout_state="previous"),
     dict(attention="bahdanau", cell="gru_reset_after", num_layers=2),
+    dict(attention="bahdanau", copy=True),
+    dict(attention="bahdanau", copy=True, coverage=True, num_layers=2),
 ], ids=_id)
 def test_variants_conform(config):
   model, variables, src, tgt_in = setup_for(config)
