@@ -174,3 +174,37 @@ def test_cpu_study_arm_and_every_sweep_point_validate_and_build(path):
     src, tgt = jnp.zeros((2, 7), jnp.int32), jnp.zeros((2, 5), jnp.int32)
     out = jax.eval_shape(lambda a, b: model.init_with_output(jax.random.PRNGKey(0), a, b)[0], src, tgt)
     assert out.shape == (2, 5, 8192)
+
+
+SUMMARIZATION_CPU = sorted(os.path.join(ROOT, "experiments", "cnn_dailymail_cpu", f)
+                           for f in os.listdir(os.path.join(ROOT, "experiments", "cnn_dailymail_cpu"))
+                           if f.endswith(".py"))
+
+
+def test_summarization_arms_share_data_budget_and_decoding_and_differ_in_the_model_only():
+  from attnjax import recipes  # pylint: disable=g-import-not-at-top
+  names = [os.path.basename(p)[:-3] for p in SUMMARIZATION_CPU]
+  assert sorted(names) == sorted(recipes.CNNDM_ARMS)
+  shared = None
+  for path in SUMMARIZATION_CPU:
+    config = compile_lib.load_experiment(path)
+    config_lib.validate(config)
+    d, e = config.data, config.eval
+    # See et al.'s setting: 400 source tokens, 100 summary tokens (+ EOS), cut rather than skipped
+    assert (d.max_src_len, d.max_tgt_len, d.truncate, d.dir) == (400, 101, True, "../shared/data/cnn_dailymail")
+    assert (e.min_len, e.max_len_a, e.max_len_b, e.beam_size) == (35, 0.0, 100, 4)
+    assert config.train.time_limit_minutes == 90.0 and config.train.best_metric == "rougeL"
+    everything_but_the_model = {k: v for k, v in config.to_dict().items() if k not in ("model",)}
+    everything_but_the_model["train"] = {k: v for k, v in everything_but_the_model["train"].items()
+                                         if k not in ("optimizer", "schedule", "learning_rate", "warmup_steps",
+                                                      "grad_clip_norm", "adam_b1", "adam_b2", "adam_eps")}
+    shared = shared or everything_but_the_model
+    assert everything_but_the_model == shared, path
+    name = os.path.basename(path)[:-3]
+    m = config.model
+    assert bool(m.get("copy")) == (name in ("lstm_pointer_generator", "lstm_coverage", "transformer_copy"))
+    assert bool(m.get("coverage")) == (name == "lstm_coverage")
+    model = build_model(m.to_dict(), src_vocab_size=16000, tgt_vocab_size=16000)
+    src, tgt = jnp.ones((2, 7), jnp.int32), jnp.ones((2, 5), jnp.int32)
+    out = jax.eval_shape(lambda a, b: model.init_with_output(jax.random.PRNGKey(0), a, b)[0], src, tgt)
+    assert out.shape == (2, 5, 16000)

@@ -85,6 +85,12 @@ TASKS: dict[str, TaskSpec] = {
     "manythings_en_fr": TaskSpec("translation", "tsv",
                                  {"path": "eng-fra.txt.gz", "heldout": {"validation": 0.05, "test": 0.05}}, {},
                                  _TRANSLATION, ("bleu", "meteor"), language="fr"),
+    # See et al.'s tokenized, lowercased CNN/DailyMail, a subset of the official splits as JSON lines (article,
+    # summary with one highlight a line); 67 training articles are empty (skipped and counted), none elsewhere.
+    "cnn_dailymail_subset": TaskSpec("summarization", "jsonl", {"document_key": "article", "summary_key": "summary"},
+                                     {"train": "cnndm_train.jsonl.gz", "validation": "cnndm_val.jsonl.gz",
+                                      "test": "cnndm_test.jsonl.gz"}, ("rouge",), ("rouge1", "rouge2", "rougeL"),
+                                     language="en"),
     "squad_v1_dev_by_article": TaskSpec("extractive_qa", "squad_json",
                                         {"path": "dev-v1.1.json.gz", "heldout": {"validation": 0.1, "test": 0.1}},
                                         {}, ("exact_match", "f1"), ("exact_match", "f1")),

@@ -12,6 +12,11 @@ Inputs are token embeddings times sqrt(d_model) plus positional encodings (§3.4
 Logits are float32 ("label-smoothing-ready": the loss applies the smoothing). Presets ``base`` and ``big`` follow
 Table 3 with the paper's shared source/target vocabulary and tied embeddings (§3.4).
 
+``copy=True`` adds copy attention for summarization (Gehrmann et al. 2018's Transformer with copy; OpenNMT-py's
+``copy_attn``): the copy distribution is the last decoder layer's cross-attention averaged over its heads, mixed with
+the vocabulary distribution by a learned gate on the decoder's output, p_gen = σ(w·h_t + b), as in
+:mod:`attnjax.layers.copy` (See et al. 2017 eq. 9); the model then returns log P(w) in place of logits.
+
 Implements the interface of :mod:`attnjax.models.interface`; the cache holds each decoder layer's self-attention
 keys/values and its projected cross-attention memory.
 """
@@ -26,6 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from attnjax.layers.attention import MultiHeadAttention
+from attnjax.layers.copy import PointerGate, mix_log_probs
 from attnjax.layers.dropout import DROPOUT_BITS, Dropout
 from attnjax.layers.embedding import POSITIONAL_ENCODINGS, PositionalEncoding, TokenEmbedding
 from attnjax.models.interface import DecoderOutput, source_mask
@@ -194,6 +200,8 @@ class Transformer(nn.Module):
     share_source_embeddings: the source embedding is the target embedding too (§3.4, needs ``shared_vocab``).
     implementation: attention kernel: ``"auto"`` (Pallas splash on TPU, cuDNN on GPU, the faster of ``"xla"`` and
       ``"blockwise"`` on CPU; see :mod:`attnjax.kernels.fused`), or one of them by name.
+    copy: copy attention over the source (see the module docstring; needs one shared vocabulary); ``decode`` then
+      returns log-probabilities of the mixed distribution where it returned logits.
     dtype, param_dtype: computation and parameter dtypes (e.g. bfloat16 compute, float32 params).
   """
   src_vocab_size: int
@@ -217,6 +225,7 @@ class Transformer(nn.Module):
   attention_type: str = "full"
   local_window: int = 64
   dropout_bits: str = "hash"
+  copy: bool = False
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
 
@@ -240,6 +249,12 @@ class Transformer(nn.Module):
     if self.shared_vocab and self.src_vocab_size != self.tgt_vocab_size:
       raise ValueError(f"shared_vocab=True but src_vocab_size={self.src_vocab_size} != "
                        f"tgt_vocab_size={self.tgt_vocab_size}")
+    if self.copy and self.src_vocab_size != self.tgt_vocab_size:
+      raise ValueError(f"copy=True copies source ids as target ids: it needs one shared vocabulary, got "
+                       f"src_vocab_size={self.src_vocab_size} != tgt_vocab_size={self.tgt_vocab_size}")
+    if self.copy and self.attention_type != "full":
+      raise ValueError(f"copy=True reads the cross-attention weights, which attention_type={self.attention_type!r} "
+                       f"does not give")
     for name in ("src_vocab_size", "tgt_vocab_size", "num_encoder_layers", "num_decoder_layers", "d_model", "d_ff",
                  "max_length"):
       if getattr(self, name) < 1:
@@ -264,6 +279,8 @@ class Transformer(nn.Module):
     if not self.tie_decoder_embeddings:
       self.logits_dense = _dense(self.tgt_vocab_size, ("embed", "vocab"), jnp.float32, self.param_dtype)
     self.input_dropout = Dropout(self.dropout_rate, self.dropout_bits)
+    if self.copy:
+      self.pointer = PointerGate(self.dtype, name="pointer")
 
   def _embed(self, embed, ids, positions, deterministic):
     x = embed(ids)
@@ -293,6 +310,8 @@ class Transformer(nn.Module):
     if self.pre_norm:
       x = self.encoder_norm(x)
     memory["encoded"] = x
+    if self.copy:
+      memory["src_ids"] = src
     return memory
 
   def init_cache(self, memory, max_length):
@@ -335,12 +354,16 @@ class Transformer(nn.Module):
       x, layer_cache, w = layer(x, memory["encoded"], cross_segments, self_segments=self_segments,
                                 positions=positions if packed else None,
                                 cache=None if cache is None else cache["layers"][i], cache_index=start,
-                                deterministic=deterministic, return_weights=return_attention and last)
+                                deterministic=deterministic,
+                                return_weights=bool(return_attention or self.copy) and last)
       new_layers.append(layer_cache)
       weights = w if w is not None else weights
     if self.pre_norm:
       x = self.decoder_norm(x)
     logits = self.tgt_embed.attend(x) if self.tie_decoder_embeddings else self.logits_dense(x.astype(jnp.float32))
+    if self.copy:  # the copy distribution: the last layer's cross-attention, averaged over the heads
+      logits = mix_log_probs(logits, self.pointer(x), weights.mean(axis=1), memory["src_ids"])
+      weights = weights if return_attention else None
     new_cache = None if cache is None else {"index": cache["index"] + t, "layers": tuple(new_layers)}
     # the last layer's cross-attention, averaged over heads [B, T, S], or per head [B, N, T, S] ("heads")
     attention = weights if weights is None or return_attention == "heads" else weights.mean(axis=1)

@@ -69,7 +69,8 @@ def test_every_task_reporting_meteor_names_its_target_language():
   """METEOR stems in the target language: each task the literature scores with METEOR (or that has a target text
   language at all) must say which, and it must be its real target language, not English by default."""
   expected = {"wmt14_en_de": "de", "wmt14_de_en": "en", "wmt14_en_fr": "fr", "wmt14_fr_en": "en",
-              "multi30k_en_de": "de", "manythings_en_fr": "fr", "cnn_dailymail": "en", "xsum": "en"}
+              "multi30k_en_de": "de", "manythings_en_fr": "fr", "cnn_dailymail": "en", "xsum": "en",
+              "cnn_dailymail_subset": "en"}
   for name, spec in TASKS.items():
     config = config_lib.base_config()
     use_task(config, name)

@@ -26,6 +26,7 @@ VARIANTS = {
     "t5_buckets": dict(positional="t5"),
     "local_window_2": dict(attention_type="local", local_window=2),
     "linear": dict(attention_type="linear", pre_norm=True),
+    "copy_attention": dict(copy=True, shared_vocab=True, attention_dropout_rate=0.1),
 }
 
 
@@ -129,3 +130,30 @@ def test_auto_attention_equals_xla(rng, packed, monkeypatch):
   xla = model.clone(implementation="xla").apply(variables, src, tgt, **kwargs)
   real = np.asarray(tgt) != 0
   np.testing.assert_allclose(np.asarray(auto)[real], np.asarray(xla)[real], atol=2e-5, rtol=1e-5)
+
+
+def test_copy_mixes_the_plain_models_distribution_with_its_head_averaged_cross_attention(rng):
+  """Transformer(copy=True) against the same parameters without copy: P(w) = p_gen·softmax(logits)(w) + (1 − p_gen)·
+  Σ_{i: src_i = w} ā_i, with ā the last layer's cross-attention averaged over heads and p_gen = σ(w·h_t + b) from the
+  decoder's output h_t (read from the last layer's output: post-norm has no final norm)."""
+  src, tgt = conformance.random_batch(rng, 2, 6, 5, V, src_lengths=[6, 3], tgt_lengths=[5, 4])
+  copy_model, plain = _model(copy=True, dropout_rate=0.0), _model(dropout_rate=0.0)
+  variables = conformance.init(copy_model, src, tgt)
+  gate = variables["params"]["pointer"]
+  plain_vars = {"params": {k: v for k, v in variables["params"].items() if k != "pointer"}}
+  memory = plain.apply(plain_vars, src, method=plain.encode)
+  out, state = plain.apply(plain_vars, tgt, memory, return_attention=True, method=plain.decode,
+                           capture_intermediates=True)
+  h = np.asarray(state["intermediates"]["decoder_1"]["__call__"][0][0], np.float64)  # [B, T, D]
+  p_gen = 1.0 / (1.0 + np.exp(-(h @ np.asarray(gate["w_0"], np.float64)[:, 0] + float(gate["b_ptr"][0]))))
+  logits = np.asarray(out.logits, np.float64)
+  p_vocab = np.exp(logits - logits.max(-1, keepdims=True))
+  p_vocab /= p_vocab.sum(-1, keepdims=True)
+  attention = np.asarray(out.attention, np.float64)  # [B, T, S], already the mean over heads
+  expected = p_gen[..., None] * p_vocab
+  for b in range(2):
+    for i, w in enumerate(np.asarray(src[b])):
+      expected[b, :, w] += (1.0 - p_gen[b]) * attention[b, :, i]
+  got = np.exp(np.asarray(copy_model.apply(variables, src, tgt), np.float64))
+  assert (1.0 - p_gen).min() > 0.05  # the copy side carries weight
+  np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-4)
