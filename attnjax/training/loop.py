@@ -354,12 +354,15 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog)
       if on_step is not None:
         on_step(step)
       if step % t.log_every == 0 or step == t.steps:
+        # the window's metrics first: steps are dispatched asynchronously, so the clock is read once they are done
+        # (before, a step longer than its dispatch left its compute out of the window and overstated tokens/s)
+        window_values = window_means(jax.device_get(window_metrics))
         elapsed = time.perf_counter() - window_start
         flops_per_s = window_flops / elapsed
         if configured_peak is None:  # measured on a shared machine, one reading understates it (MFU > 100%): best seen
           peak = max(peak, measured_peak_flops())
         eta = (time.perf_counter() - run_start) / max(step - start, 1) * (t.steps - step)
-        values = {**window_means(jax.device_get(window_metrics)), "tokens_per_s": window_tokens / elapsed,
+        values = {**window_values, "tokens_per_s": window_tokens / elapsed,
                   "model_flops_per_s": flops_per_s, "mfu": flops_per_s / (peak * jax.device_count())}
         logging.info("step %d/%d  loss %.4f  nll %.4f (means over %d steps)  lr %.2e  %.0f tok/s  %.2f GFLOP/s  "
                      "MFU %.1f%%  ETA %.0fs", step, t.steps, values["loss"], values["nll"], len(window_metrics),
