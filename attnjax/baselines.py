@@ -32,23 +32,14 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "where the baseline's config, hy
 _SPLIT = flags.DEFINE_list("split", ["test"], "split(s) to score, comma-separated")
 
 
-def summary_statistics(hypotheses, sources) -> dict[str, float]:
-  """See et al. (2017)'s measures of a split's summaries: repeated trigrams (within a summary) and novel 1-3-grams
-  (not in the article), in percent."""
-  stats = {"repeated_trigrams": metrics_lib.repeated_ngrams(hypotheses, 3)}
-  for n in (1, 2, 3):
-    stats[f"novel_{n}grams"] = metrics_lib.novel_ngrams(hypotheses, sources, n)
-  return stats
-
-
 def score_lead(config, split: str, n: int = 3) -> tuple[dict, list[str]]:
   """Lead-n on every example of ``split``: (result in the layout of ``metrics.<split>.json``, hypotheses)."""
   pairs = tasks.load_split(config.data, split)
   hypotheses = [metrics_lib.lead(article, n) for article, _ in pairs]
   scores, _ = scoring.score(hypotheses, [summary for _, summary in pairs], ("rouge",))
-  result = {"split": split, "examples": len(pairs), "step": 0, "steps": [],
+  result = {"split": split, "examples": len(pairs), "step": None, "steps": [],
             "empty_sources": sum(not article.strip() for article, _ in pairs), **scores,
-            **summary_statistics(hypotheses, [article for article, _ in pairs])}
+            **metrics_lib.summary_statistics(hypotheses, [article for article, _ in pairs])}
   return result, hypotheses
 
 
@@ -68,8 +59,9 @@ def main(argv):
   for split in _SPLIT.value:
     start = time.perf_counter()
     result, hypotheses = score_lead(config, split, n=3)
-    fs.write_text(fs.join(workdir, f"hypotheses.{split}.{_BASELINE.value}.txt"),
-                  "".join(h.replace("\n", " ") + "\n" for h in hypotheses))
+    path = fs.join(workdir, f"hypotheses.{split}.{_BASELINE.value}.txt")
+    fs.write_text(path, "".join(h.replace("\n", " ") + "\n" for h in hypotheses))
+    result["hypotheses"] = str(path)
     fs.write_json(fs.join(workdir, f"metrics.{split}.json"), result, indent=1, sort_keys=True)
     logging.info("%s on %s (%d examples, %.0f s): %s", _BASELINE.value, split, result["examples"],
                  time.perf_counter() - start, json.dumps({k: round(v, 2) for k, v in result.items()

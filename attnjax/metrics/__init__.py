@@ -19,7 +19,7 @@ from attnjax.metrics.corpus import MetricResult, MetricUnavailableError, Referen
 from attnjax.metrics.files import FILE_METRICS, PathLike, read_segments, score_files, score_squad_files
 from attnjax.metrics.squad import normalize_answer, squad_exact_match, squad_f1, squad_scores
 from attnjax.metrics.summarization import (ROUGE_TYPES, lead, novel_ngrams, repeated_ngrams, rouge, rouge_signature,
-                                           split_sentences)
+                                           split_sentences, summary_statistics)
 from attnjax.metrics.translation import (METEOR_INSTALL_HINT, METEOR_STEMMERS, bleu, check_meteor_available,
                                          check_meteor_language, chrf, load_wordnet, meteor, ter)
 
@@ -33,5 +33,5 @@ __all__ = [
     "PathLike", "References", "bleu", "check_meteor_available", "check_meteor_language", "chrf", "lead",
     "load_wordnet", "main", "meteor", "normalize_answer", "novel_ngrams", "read_segments", "repeated_ngrams", "rouge",
     "rouge_signature", "score_files", "score_squad_files", "split_sentences", "squad_exact_match", "squad_f1",
-    "squad_scores", "ter",
+    "squad_scores", "summary_statistics", "ter",
 ]

@@ -95,6 +95,15 @@ def novel_ngrams(summaries: Sequence[str], articles: Sequence[str], n: int) -> f
   return 100.0 * novel / max(total, 1)
 
 
+def summary_statistics(summaries: Sequence[str], articles: Sequence[str]) -> dict[str, float]:
+  """See et al. (2017)'s measures of a split's summaries, in percent: ``repeated_trigrams`` (:func:`repeated_ngrams`)
+  and ``novel_{1,2,3}grams`` (:func:`novel_ngrams` against each summary's article)."""
+  stats = {"repeated_trigrams": repeated_ngrams(summaries, 3)}
+  for n in (1, 2, 3):
+    stats[f"novel_{n}grams"] = novel_ngrams(summaries, articles, n)
+  return stats
+
+
 def rouge(hypotheses: Sequence[str], references: References, *, types: Sequence[str] = ROUGE_TYPES,
           use_stemmer: bool = True) -> dict[str, float]:
   """ROUGE (Lin 2004) with Google's ``rouge-score`` package: each type's F1 averaged over segments, times 100.

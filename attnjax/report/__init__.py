@@ -35,6 +35,8 @@ Written into ``--out`` (a local directory or a URL), all through :mod:`attnjax.f
   BLEU by source-sentence length of each experiment's run with the best validation score (:mod:`attnjax.report.length`,
   Bahdanau et al. 2015 Fig. 2); runs evaluated on more than one
   split (``metrics.test2017.json`` beside ``metrics.test.json``) get an "Other evaluated splits" table.
+* a summarization section (:mod:`attnjax.report.summarization`): ROUGE, repetition and novel n-grams of every
+  summarization run, the seed's and See et al.'s claims with verdicts, and ROUGE-1 by article length.
 * ``scaling_<experiment>.png`` and a section: for a sweep named ``size``, best validation NLL against non-embedding
   parameters and the fit of L(N) = (N_c / N)^α with its standard error (:mod:`attnjax.report.scaling`).
 * ``extrapolation.png`` and a section: exact match by source length of every evaluated run of the synthetic
@@ -142,6 +144,21 @@ def write_report(roots: Iterable[fs.PathLike], out: fs.PathLike) -> str:
     sections.append("## Position extrapolation\n\nExact match (%) of string reversal by source length: the validation "
                     "split has the training lengths, the test split only longer strings.\n\n"
                     f"{length.extrapolation_table(rows)}\n\n![Position extrapolation](extrapolation.png){failures}")
+  from attnjax.report import summarization  # pylint: disable=g-import-not-at-top
+  statistics = summarization.statistics_table(records)
+  if statistics:
+    text = ("## Summarization: repetition and novelty\n\nSee et al. (2017)'s measures on each run's evaluated split: "
+            "the share of a summary's trigrams it already used (repetition), and of its n-grams that are not in its "
+            "article (how abstractive it is); every article of the split counts, an empty one with an empty "
+            f"summary.\n\n{statistics}")
+    claims = summarization.claims_table(records)
+    text += f"\n\n### Claims\n\n{claims}" if claims else ""
+    rows = summarization.length_rows(records)
+    if rows:
+      text += ("\n\n### ROUGE-1 by article length\n\nMean ROUGE-1 F1 of the articles in each length bucket (words of "
+               "the tokenized article; articles in the bucket in parentheses). Models read the first 400 tokens.\n\n"
+               + summarization.length_table(rows))
+    sections.append(text)
   from attnjax.report import scaling  # pylint: disable=g-import-not-at-top
   for name, points in scaling.scaling_points(records).items():
     plot = f"scaling_{name.replace('/', '_')}.png"

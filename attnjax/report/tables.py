@@ -11,7 +11,8 @@ from typing import Any, Iterable
 from absl import logging
 
 from attnjax.report.runs import (
-    HEADLINE, KINDS, KIND_METRICS, KIND_TITLES, LABEL_ORDER, METRIC_TITLES, NOT_COMPUTED, SEED_REPORTED, TASK_KINDS)
+    HEADLINE, KINDS, KIND_METRICS, KIND_TITLES, LABEL_ORDER, METRIC_TITLES, NOT_COMPUTED, SEED_REPORTED, SUBSET_TASKS,
+    TASK_KINDS)
 
 # issue 14: a point whose single run lands within this many headline points (BLEU, exact match %) of a neighbouring
 # point's gets a second seed before the ordering of the two is read as a result
@@ -58,7 +59,10 @@ def _cell(record: dict, metric: str) -> str:
   else:
     text = record["state"]
   seed = SEED_REPORTED.get((record["task"], record["label"]), {}).get(metric)
-  return text if seed is None else f"{text} (seed {format_seed(seed)})"
+  if seed is None:
+    return text
+  # a subset's published numbers are the full set's: named as such, never as the seed's claim for this split
+  return f"{text} ({'full set' if record['task'] in SUBSET_TASKS else 'seed'} {format_seed(seed)})"
 
 
 def _escape(text) -> str:

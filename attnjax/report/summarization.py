@@ -1,0 +1,180 @@
+"""The summarization sections of the report: See et al. (2017)'s measures per run, ROUGE by article length, and the
+claims the study tests with them.
+
+* :func:`statistics_table`: per evaluated summarization run, ROUGE beside repetition (the share of a summary's
+  trigrams it already used) and novelty (the share of its n-grams that are not in the article), as
+  :func:`attnjax.scoring.decode_and_score` and :mod:`attnjax.baselines` store them in ``metrics.<split>.json``.
+* :func:`length_rows` / :func:`length_table`: ROUGE-1 of each article-length bucket, from a run's hypotheses file
+  and the split's articles (the data must be readable where the report runs).
+* :func:`claims_table`: the seed's ordering "seq2seq < LSTM + attention < Transformer" and See et al.'s "copy and
+  coverage add ROUGE and remove repetition", each with the numbers it rests on and a verdict.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from absl import logging
+
+from attnjax import fs
+from attnjax.report.runs import LABEL_ORDER
+
+STATISTICS = ("repeated_trigrams", "novel_1grams", "novel_2grams", "novel_3grams")
+STATISTIC_TITLES = {"repeated_trigrams": "repeated 3-grams %", "novel_1grams": "novel 1-grams %",
+                    "novel_2grams": "novel 2-grams %", "novel_3grams": "novel 3-grams %"}
+# article length in words (whitespace tokens of the tokenized article): the upper bounds of the buckets
+LENGTH_BUCKETS = (400, 800, 1200)
+
+SEED_ORDER = ("LSTM seq2seq", "LSTM + Bahdanau", "Transformer")
+SEE_ET_AL = ("LSTM + Bahdanau", "LSTM + Bahdanau + pointer-generator", "LSTM + Bahdanau + pointer-generator + coverage")
+
+
+def _evaluated(records: list[dict]) -> list[dict]:
+  rows = [r for r in records if r["kind"] == "summarization" and r["state"] == "evaluated" and r["label"]]
+  order = {label: i for i, label in enumerate(LABEL_ORDER)}
+  return sorted(rows, key=lambda r: (r["task"] or "", order.get(r["label"], len(order)), r["run"]))
+
+
+def _number(value, digits: int = 2) -> str:
+  return "—" if not isinstance(value, (int, float)) or isinstance(value, bool) else f"{value:.{digits}f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  lines.extend("| " + " | ".join(row) + " |" for row in rows)
+  return "\n".join(lines)
+
+
+def statistics_table(records: list[dict]) -> str | None:
+  """ROUGE, repetition and novelty of every evaluated summarization run (None: no such run)."""
+  rows = []
+  for r in _evaluated(records):
+    s = {**(r.get("metrics") or {}), **r["scores"]}  # the statistics are not among the report's metrics
+    rows.append([r["label"], r["task"], r["split"] or "—", str(r.get("examples") or "—"),
+                 *(_number(s.get(m)) for m in ("rouge1", "rouge2", "rougeLsum")),
+                 *(_number(s.get(m)) for m in STATISTICS),
+                 str(s.get("empty_sources", "—")), str(r["step"] if r["step"] else "—"), r["run"]])
+  if not rows:
+    return None
+  header = ["model", "task", "split", "articles", "ROUGE-1", "ROUGE-2", "ROUGE-Lsum",
+            *(STATISTIC_TITLES[m] for m in STATISTICS), "empty articles", "step", "run"]
+  return _table(header, rows)
+
+
+def _by_label(records: list[dict], task: str) -> dict[str, dict]:
+  """The first evaluated run of each label on ``task`` (rows are in run order)."""
+  out: dict[str, dict] = {}
+  for r in _evaluated(records):
+    if r["task"] == task:
+      out.setdefault(r["label"], r)
+  return out
+
+
+def _increasing(values: list[float]) -> bool:
+  return all(a < b for a, b in zip(values, values[1:]))
+
+
+def claims_table(records: list[dict]) -> str | None:
+  """One row per claim and task: the numbers it rests on (ROUGE-1 on the evaluated split; repetition for See et
+  al.'s) and a verdict: "holds", "does not hold" or "not measured" (an arm missing)."""
+  tasks = sorted({r["task"] for r in _evaluated(records)})
+  rows = []
+  for task in tasks:
+    runs = _by_label(records, task)
+    found = [runs.get(label) for label in SEED_ORDER]
+    if all(found):
+      rouge = [r["scores"].get("rouge1") for r in found]
+      verdict = "holds" if None not in rouge and _increasing(rouge) else "does not hold"
+      evidence = ", ".join(f"{label} {_number(v)}" for label, v in zip(SEED_ORDER, rouge))
+    else:
+      verdict, evidence = "not measured", "missing: " + ", ".join(l for l, r in zip(SEED_ORDER, found) if not r)
+    rows.append(["seed: seq2seq < LSTM + attention < Transformer (ROUGE-1)", task, evidence, verdict])
+    found = [runs.get(label) for label in SEE_ET_AL]
+    if all(found):
+      rouge = [r["scores"].get("rouge1") for r in found]
+      repeated = [(r.get("metrics") or {}).get("repeated_trigrams") for r in found]
+      more_rouge = None not in rouge and _increasing(rouge)
+      less_repetition = None not in repeated and _increasing(repeated[::-1])
+      verdict = {(True, True): "holds", (True, False): "ROUGE holds, repetition does not",
+                 (False, True): "repetition holds, ROUGE does not"}.get((more_rouge, less_repetition), "does not hold")
+      evidence = "; ".join(f"{label.replace('LSTM + Bahdanau', 'attention')}: ROUGE-1 {_number(a)}, repeated "
+                           f"3-grams {_number(b)}%" for label, a, b in zip(SEE_ET_AL, rouge, repeated))
+    else:
+      verdict, evidence = "not measured", "missing: " + ", ".join(l for l, r in zip(SEE_ET_AL, found) if not r)
+    rows.append(["See et al.: copy and coverage add ROUGE and remove repetition", task, evidence, verdict])
+  return _table(["claim", "task", "evidence", "verdict"], rows) if rows else None
+
+
+# ------------------------------------------------------------------------------------------- ROUGE by article length
+
+
+def _bucket(words: int) -> str:
+  lower = 0
+  for upper in LENGTH_BUCKETS:
+    if words <= upper:
+      return f"{lower + 1}-{upper}"
+    lower = upper
+  return f">{LENGTH_BUCKETS[-1]}"
+
+
+def bucket_names() -> list[str]:
+  return [_bucket(b) for b in LENGTH_BUCKETS] + [_bucket(LENGTH_BUCKETS[-1] + 1)]
+
+
+def rouge_by_length(articles: list[str], hypotheses: list[str], references: list[str]) -> dict[str, list[float]]:
+  """Bucket name -> [mean ROUGE-1 F1 (0-100), articles] over the examples whose article has that many words."""
+  from rouge_score import rouge_scorer  # pylint: disable=g-import-not-at-top
+  if not len(articles) == len(hypotheses) == len(references):
+    raise ValueError(f"articles ({len(articles)}), hypotheses ({len(hypotheses)}) and references "
+                     f"({len(references)}) must pair up")
+  scorer = rouge_scorer.RougeScorer(["rouge1"], use_stemmer=True)
+  totals: dict[str, list[float]] = {}
+  for article, hypothesis, reference in zip(articles, hypotheses, references):
+    entry = totals.setdefault(_bucket(len(article.split())), [0.0, 0])
+    entry[0] += scorer.score(reference, hypothesis)["rouge1"].fmeasure
+    entry[1] += 1
+  return {name: [100.0 * total / count, count] for name, (total, count) in totals.items()}
+
+
+def _hypotheses_path(record: dict) -> Any:
+  path = (record.get("metrics") or {}).get("hypotheses")
+  if path and fs.exists(path):
+    return path
+  # the workdir moved: the same file name inside it
+  candidate = fs.join(record["workdir"], os.path.basename(path)) if path else None
+  return candidate if candidate is not None and fs.exists(candidate) else None
+
+
+def length_rows(records: list[dict]) -> list[tuple[dict, dict[str, list[float]]]]:
+  """(record, :func:`rouge_by_length`) of every evaluated summarization run whose hypotheses file and split can be
+  read here; a run that cannot is logged and left out."""
+  from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
+  from attnjax.data import tasks  # pylint: disable=g-import-not-at-top
+  rows, splits = [], {}
+  for r in _evaluated(records):
+    path = _hypotheses_path(r)
+    if path is None or not r.get("config"):
+      logging.info("report: %s: no hypotheses file to score by article length", r["run"])
+      continue
+    try:
+      key = (r["task"], r["split"])
+      if key not in splits:
+        data = config_lib.load_config(r["workdir"]).data
+        tasks.resolve_data_dir(data, r["workdir"])
+        splits[key] = tasks.load_split(data, r["split"])
+      pairs = splits[key]
+      hypotheses = fs.read_text(path).split("\n")[:len(pairs)]
+      rows.append((r, rouge_by_length([a for a, _ in pairs], hypotheses, [s for _, s in pairs])))
+    except (OSError, ValueError, KeyError) as e:
+      logging.warning("report: %s: cannot score by article length (%s: %s)", r["run"], type(e).__name__, e)
+  return rows
+
+
+def length_table(rows: list[tuple[dict, dict[str, list[float]]]]) -> str:
+  names = bucket_names()
+  counts = {name: next((int(by[name][1]) for _, by in rows if name in by), 0) for name in names}
+  header = ["model", "split"] + [f"{name} words ({counts[name]})" for name in names] + ["run"]
+  table_rows = [[r["label"], r["split"] or "—"] + [_number(by[name][0]) if name in by else "—" for name in names]
+                + [r["run"]] for r, by in rows]
+  return _table(header, table_rows)

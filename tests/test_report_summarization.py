@@ -1,0 +1,84 @@
+"""The report's summarization sections: claims with verdicts, repetition and novelty, ROUGE by article length."""
+
+import pytest
+
+from attnjax.report import model_label
+from attnjax.report import summarization as summ
+
+
+def _record(label, rouge1, repeated=None, task="cnn_dailymail_subset", run=None):
+  return {"kind": "summarization", "state": "evaluated", "label": label, "task": task, "run": run or label,
+          "split": "test", "scores": {"rouge1": rouge1, "rouge2": rouge1 / 2, "rougeLsum": rouge1 - 3},
+          "metrics": {"repeated_trigrams": repeated, "novel_1grams": 1.0}, "examples": 10, "step": 100}
+
+
+def _verdicts(records):
+  table = summ.claims_table(records)
+  return [line.rsplit("|", 2)[-2].strip() for line in table.splitlines()[2:]]
+
+
+def test_claims_hold_only_for_the_stated_orderings():
+  arms = [_record("LSTM seq2seq", 20.0), _record("LSTM + Bahdanau", 25.0, 12.0),
+          _record("LSTM + Bahdanau + pointer-generator", 30.0, 10.0),
+          _record("LSTM + Bahdanau + pointer-generator + coverage", 33.0, 2.0), _record("Transformer", 35.0)]
+  assert _verdicts(arms) == ["holds", "holds"]
+  arms[4] = _record("Transformer", 24.0)  # below LSTM + attention
+  arms[3] = _record("LSTM + Bahdanau + pointer-generator + coverage", 33.0, 11.0)  # more repetition than copy alone
+  assert _verdicts(arms) == ["does not hold", "ROUGE holds, repetition does not"]
+  arms[3] = _record("LSTM + Bahdanau + pointer-generator + coverage", 29.0, 1.0)  # less ROUGE than copy alone
+  assert _verdicts(arms) == ["does not hold", "repetition holds, ROUGE does not"]
+  assert _verdicts(arms[1:]) == ["not measured", "repetition holds, ROUGE does not"]
+  assert "missing: LSTM seq2seq" in summ.claims_table(arms[1:])
+
+
+def test_statistics_table_reads_the_measures_from_the_metrics_file_in_model_order():
+  table = summ.statistics_table([_record("Transformer", 35.0, 4.0), _record("Lead-3", 37.5, 0.5)])
+  rows = table.splitlines()[2:]
+  assert rows[0].startswith("| Lead-3 |") and "| 0.50 |" in rows[0]
+  assert rows[1].startswith("| Transformer |") and "| 35.00 | 17.50 | 32.00 | 4.00 | 1.00 |" in rows[1]
+  assert summ.statistics_table([{**_record("Lead-3", 1.0), "kind": "translation"}]) is None
+
+
+def test_rouge_by_length_averages_each_buckets_examples():
+  from rouge_score import rouge_scorer  # pylint: disable=g-import-not-at-top
+  scorer = rouge_scorer.RougeScorer(["rouge1"], use_stemmer=True)
+  articles = ["w " * 10, "w " * 500, "w " * 450, "w " * 2000]
+  hypotheses = ["the cat sat", "a dog ran far", "the cat", "nothing here"]
+  references = ["the cat sat down", "a dog ran", "cats sat", "something else"]
+  by = summ.rouge_by_length(articles, hypotheses, references)
+  f = [scorer.score(r, h)["rouge1"].fmeasure * 100 for h, r in zip(hypotheses, references)]
+  assert by["1-400"] == pytest.approx([f[0], 1])
+  assert by["401-800"] == pytest.approx([(f[1] + f[2]) / 2, 2])
+  assert by[">1200"] == pytest.approx([f[3], 1]) and "801-1200" not in by
+
+
+def test_copy_and_coverage_arms_get_their_own_labels():
+  lstm = {"name": "rnn_seq2seq", "attention": "bahdanau"}
+  assert model_label(lstm) == "LSTM + Bahdanau"
+  assert model_label({**lstm, "copy": True}) == "LSTM + Bahdanau + pointer-generator"
+  assert model_label({**lstm, "copy": True, "coverage": True}) == "LSTM + Bahdanau + pointer-generator + coverage"
+  assert model_label({"name": "transformer", "d_model": 256, "copy": True}) == "Transformer + copy"
+  assert model_label({"name": "lead3"}) == "Lead-3"
+
+
+def test_lead3_scores_every_article_of_the_split_an_empty_one_with_an_empty_summary(tmp_path):
+  import gzip  # pylint: disable=g-import-not-at-top
+  import json  # pylint: disable=g-import-not-at-top
+  from attnjax import baselines, config as config_lib, metrics  # pylint: disable=g-import-not-at-top
+  from attnjax.data.tasks import use_task  # pylint: disable=g-import-not-at-top
+  articles = ["the cat sat . it was happy . then it slept . the end came .", "", "a dog ran ! far away ."]
+  summaries = ["the cat sat .\nit slept .", "nothing .", "a dog ran far ."]
+  for name in ("cnndm_train", "cnndm_val", "cnndm_test"):
+    with gzip.open(tmp_path / f"{name}.jsonl.gz", "wt") as f:
+      for i, (a, s) in enumerate(zip(articles, summaries)):
+        f.write(json.dumps({"id": f"0:{i}", "article": a, "summary": s}) + "\n")
+  config = config_lib.base_config()
+  use_task(config, "cnn_dailymail_subset")
+  config.data.dir = str(tmp_path)
+  result, hypotheses = baselines.score_lead(config, "test")
+  assert hypotheses == ["the cat sat .\nit was happy .\nthen it slept .", "", "a dog ran !\nfar away ."]
+  assert (result["examples"], result["empty_sources"]) == (3, 1)
+  expected = metrics.rouge([metrics.split_sentences(h) for h in hypotheses], summaries)
+  assert result["rouge1"] == pytest.approx(expected["rouge1"]) and result["rougeLsum"] == pytest.approx(
+      expected["rougeLsum"])
+  assert result["novel_1grams"] == 0.0  # extractive
