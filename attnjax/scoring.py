@@ -8,6 +8,7 @@ checkpoint, early stop).
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 import numpy as np
@@ -36,16 +37,20 @@ def decode_and_score(decoder: inference.Decoder, params, vocabularies, pairs, na
   """Decodes the source of every ``(source, reference)`` pair and scores the hypotheses against the references.
 
   ``params`` replicated (:func:`attnjax.inference.replicate`). The scores include ``truncated_sources`` and
-  ``empty_sources``: how many sources were cut to ``max_src_len`` tokens for decoding, and how many decoded to "".
+  ``empty_sources``: how many sources were cut to ``max_src_len`` tokens for decoding, and how many decoded to "";
+  ``decode_seconds``, the search's wall time (process 0's); for ROUGE, See et al.'s repetition and novel n-grams.
   """
   sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+  start = time.perf_counter()
   out = inference.translate_texts(decoder, params, vocabularies.src, vocabularies.tgt, sources,
                                   max_src_len=max_src_len, batch_size=batch_size)
+  decode_seconds = time.perf_counter() - start  # wall time of the search over the split, compilation included
   scores, signatures = {}, {}
   if jax.process_index() == 0:
     scores, signatures = score(out.hypotheses, references, names, meteor_language=meteor_language)
   scores, signatures = inference.broadcast_json([scores, signatures])
-  scores.update(truncated_sources=out.truncated_sources, empty_sources=out.empty_sources)
+  scores.update(truncated_sources=out.truncated_sources, empty_sources=out.empty_sources,
+                decode_seconds=inference.broadcast_json(decode_seconds))
   if "rouge" in names:  # a summarizer's repetition and abstraction (See et al. 2017), cheap beside decoding
     scores.update(metrics_lib.summary_statistics(out.hypotheses, sources))
   return Predictions(scores, signatures, out.hypotheses, references, sources, out.attention)

@@ -82,3 +82,27 @@ def test_lead3_scores_every_article_of_the_split_an_empty_one_with_an_empty_summ
   assert result["rouge1"] == pytest.approx(expected["rouge1"]) and result["rougeLsum"] == pytest.approx(
       expected["rougeLsum"])
   assert result["novel_1grams"] == 0.0  # extractive
+
+
+def test_copy_map_gives_the_decoded_summarys_attention_and_p_gen(tmp_path):
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from attnjax.models.rnn_seq2seq import RNNSeq2Seq  # pylint: disable=g-import-not-at-top
+  from attnjax.report import copy_maps  # pylint: disable=g-import-not-at-top
+  model = RNNSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, embed_dim=8, hidden_dim=8, attention="bahdanau",
+                     copy=True, coverage=True)
+  src = [3, 4, 5, 6, 7, 8]
+  params = model.init(jax.random.PRNGKey(0), jnp.asarray([src]), jnp.asarray([[1, 3]]))["params"]
+  eval_cfg = ml_collections.ConfigDict(dict(beam_size=2, alpha=0.0, max_len_a=0.0, max_len_b=6, min_len=3,
+                                            no_repeat_ngram_size=0))
+  tokens, attention, p_gen = copy_maps.copy_map(model, params, src, eval_cfg)
+  assert len(tokens) >= 4 and attention.shape == (len(tokens), len(src)) and p_gen.shape == (len(tokens),)
+  np.testing.assert_allclose(attention.sum(-1), 1.0, rtol=1e-5)
+  assert ((p_gen > 0) & (p_gen < 1)).all()
+  path = copy_maps.draw(attention, p_gen, [f"s{i}" for i in range(6)], [f"o{i}" for i in range(len(tokens))],
+                        str(tmp_path / "map.png"), min_weight=0.1)
+  assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+  with pytest.raises(ValueError, match="copy=False"):
+    copy_maps.copy_map(RNNSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, attention="bahdanau"), params, src, eval_cfg)

@@ -223,8 +223,8 @@ MUTANTS = (
            (COPY_EQ,),
            "See et al. eq. 11: e_i^t = v^T tanh(W_h h_i + W_s s_t + w_c c_i^t + b_attn)"),
     Mutant("transformer-copy-one-head", "attnjax/models/transformer.py",
-           'logits = mix_log_probs(logits, self.pointer(x), weights.mean(axis=1), memory["src_ids"])',
-           'logits = mix_log_probs(logits, self.pointer(x), weights[:, 0], memory["src_ids"])',
+           'logits = mix_log_probs(logits, p_gen, weights.mean(axis=1), memory["src_ids"])',
+           'logits = mix_log_probs(logits, p_gen, weights[:, 0], memory["src_ids"])',
            ("tests/models/test_transformer.py::"
             "test_copy_mixes_the_plain_models_distribution_with_its_head_averaged_cross_attention",),
            "copy attention: the copy distribution is the last layer's cross-attention averaged over heads"),

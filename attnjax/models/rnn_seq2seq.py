@@ -406,6 +406,7 @@ class RNNSeq2Seq(nn.Module):
       logits = self.output(features)
     if self.copy:  # See et al. eq. 9: log P(w) stands in for the logits
       logits = mix_log_probs(logits, extras["p_gen"], weights, memory["src_ids"])
+      self.sow("intermediates", "p_gen", extras["p_gen"])  # [B, T], for pictures (mutable=["intermediates"])
     if self.coverage:  # λ·covloss_t [B, T], added to the training loss under the target mask
       self.sow("losses", "coverage", self.coverage_loss_weight * extras["coverage_loss"])
     new_cache = {**state, "index": cache["index"] + tgt_in.shape[1]} if given else None

@@ -362,7 +362,9 @@ class Transformer(nn.Module):
       x = self.decoder_norm(x)
     logits = self.tgt_embed.attend(x) if self.tie_decoder_embeddings else self.logits_dense(x.astype(jnp.float32))
     if self.copy:  # the copy distribution: the last layer's cross-attention, averaged over the heads
-      logits = mix_log_probs(logits, self.pointer(x), weights.mean(axis=1), memory["src_ids"])
+      p_gen = self.pointer(x)
+      logits = mix_log_probs(logits, p_gen, weights.mean(axis=1), memory["src_ids"])
+      self.sow("intermediates", "p_gen", p_gen)  # [B, T], for pictures (mutable=["intermediates"])
       weights = weights if return_attention else None
     new_cache = None if cache is None else {"index": cache["index"] + t, "layers": tuple(new_layers)}
     # the last layer's cross-attention, averaged over heads [B, T, S], or per head [B, N, T, S] ("heads")

@@ -3,7 +3,8 @@ claims the study tests with them.
 
 * :func:`statistics_table`: per evaluated summarization run, ROUGE beside repetition (the share of a summary's
   trigrams it already used) and novelty (the share of its n-grams that are not in the article), as
-  :func:`attnjax.scoring.decode_and_score` and :mod:`attnjax.baselines` store them in ``metrics.<split>.json``.
+  :func:`attnjax.scoring.decode_and_score` and :mod:`attnjax.baselines` store them in ``metrics.<split>.json``, and
+  the decoding speed of the split (articles per second of the evaluation's beam search, compilation included).
 * :func:`length_rows` / :func:`length_table`: ROUGE-1 of each article-length bucket, from a run's hypotheses file
   and the split's articles (the data must be readable where the report runs).
 * :func:`claims_table`: the seed's ordering "seq2seq < LSTM + attention < Transformer" and See et al.'s "copy and
@@ -46,6 +47,13 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
   return "\n".join(lines)
 
 
+def _rate(examples, seconds) -> str:
+  """Articles decoded per second (the evaluation's search, compilation included), "—" where not measured."""
+  if not isinstance(examples, int) or not isinstance(seconds, (int, float)) or seconds <= 0:
+    return "—"
+  return f"{examples / seconds:.2f}"
+
+
 def statistics_table(records: list[dict]) -> str | None:
   """ROUGE, repetition and novelty of every evaluated summarization run (None: no such run)."""
   rows = []
@@ -54,11 +62,12 @@ def statistics_table(records: list[dict]) -> str | None:
     rows.append([r["label"], r["task"], r["split"] or "—", str(r.get("examples") or "—"),
                  *(_number(s.get(m)) for m in ("rouge1", "rouge2", "rougeLsum")),
                  *(_number(s.get(m)) for m in STATISTICS),
-                 str(s.get("empty_sources", "—")), str(r["step"] if r["step"] else "—"), r["run"]])
+                 str(s.get("empty_sources", "—")), _rate(r.get("examples"), s.get("decode_seconds")),
+                 str(r["step"] if r["step"] else "—"), r["run"]])
   if not rows:
     return None
   header = ["model", "task", "split", "articles", "ROUGE-1", "ROUGE-2", "ROUGE-Lsum",
-            *(STATISTIC_TITLES[m] for m in STATISTICS), "empty articles", "step", "run"]
+            *(STATISTIC_TITLES[m] for m in STATISTICS), "empty articles", "decoded articles/s", "step", "run"]
   return _table(header, rows)
 
 
