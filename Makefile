@@ -102,9 +102,10 @@ meteor-replays: $(VENV)/.installed
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=docs/study/results.json,$(STUDY) --out=docs/study
 
 # Summarization on the offline CNN/DailyMail subset (needs ../shared/data): six arms (LSTM seq2seq, + Bahdanau,
-# + pointer-generator, + coverage, Transformer, + copy), each the same 90 minutes on this 2-core machine, its best
-# checkpoint by ROUGE-Lsum on 200 validation articles then scored on all of validation and test. About 10 hours; a
-# re-run skips the arms done and resumes the others from their checkpoints.
+# + pointer-generator, + coverage, Transformer, + copy), each the same 90 minutes on this 2-core machine (coverage as
+# the final minutes of the pointer-generator's run, so it comes after it), its best checkpoint by ROUGE-Lsum on 200
+# validation articles then scored on all of validation and test. About 10 hours; a re-run skips the arms done and
+# resumes the others from their checkpoints.
 SUMMARIZATION ?= runs/summarization
 SUMMARIZATION_ARMS = lstm_seq2seq lstm_bahdanau lstm_pointer_generator lstm_coverage transformer transformer_copy
 summarization: $(VENV)/.installed

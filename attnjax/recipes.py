@@ -264,8 +264,10 @@ def cnndm_cpu(config, model: str, *, minutes: float = 90.0) -> None:
 
   * ``lstm_seq2seq``: no attention, a unidirectional LSTM encoder and decoder of 256;
   * ``lstm_bahdanau``: See et al.'s baseline, a bidirectional LSTM encoder of 256 per direction, additive attention,
-    128-dim embeddings; ``lstm_pointer_generator`` adds the copy mechanism, ``lstm_coverage`` copy and coverage
-    (λ = 1, trained with coverage from the start: with one budget for every arm there is no separate final phase);
+    128-dim embeddings; ``lstm_pointer_generator`` adds the copy mechanism; ``lstm_coverage`` adds coverage (λ = 1)
+    for a final phase, as See et al. did (coverage from the first step "interfered with the main objective"): it
+    starts from the pointer-generator arm's newest checkpoint trained at most 85 of its 90 minutes (its sibling in
+    the launcher's layout, ``train.init_from``) and trains to the same 90 minutes in all;
   * ``transformer``: 3 + 3 layers, d_model 256, 4 heads, d_ff 1024, pre-norm; ``transformer_copy`` adds copy
     attention.
 
@@ -287,6 +289,8 @@ def cnndm_cpu(config, model: str, *, minutes: float = 90.0) -> None:
            coverage=model == "lstm_coverage", dtype="float32")
     t = config.train
     t.optimizer, t.schedule, t.learning_rate, t.warmup_steps, t.grad_clip_norm = "adam", "constant", 1e-3, 200, 2.0
+    if model == "lstm_coverage":  # the final phase of the pointer-generator run (see attnjax/training/warm_start.py)
+      t.init_from, t.init_at_minutes = "../../../lstm_pointer_generator/single/default", minutes - 5.0
   d = config.data
   d.dir = "../shared/data/cnn_dailymail"
   d.vocab_size, d.joint_vocab = 16000, True

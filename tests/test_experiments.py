@@ -197,13 +197,17 @@ def test_summarization_arms_share_data_budget_and_decoding_and_differ_in_the_mod
     everything_but_the_model = {k: v for k, v in config.to_dict().items() if k not in ("model",)}
     everything_but_the_model["train"] = {k: v for k, v in everything_but_the_model["train"].items()
                                          if k not in ("optimizer", "schedule", "learning_rate", "warmup_steps",
-                                                      "grad_clip_norm", "adam_b1", "adam_b2", "adam_eps")}
+                                                      "grad_clip_norm", "adam_b1", "adam_b2", "adam_eps",
+                                                      "init_from", "init_at_minutes")}
     shared = shared or everything_but_the_model
     assert everything_but_the_model == shared, path
     name = os.path.basename(path)[:-3]
     m = config.model
     assert bool(m.get("copy")) == (name in ("lstm_pointer_generator", "lstm_coverage", "transformer_copy"))
     assert bool(m.get("coverage")) == (name == "lstm_coverage")
+    # coverage is a final phase of the pointer-generator run, inside the same 90 minutes (See et al. 2017)
+    assert (config.train.init_from, config.train.init_at_minutes) == (
+        ("../../../lstm_pointer_generator/single/default", 85.0) if name == "lstm_coverage" else (None, None))
     model = build_model(m.to_dict(), src_vocab_size=16000, tgt_vocab_size=16000)
     src, tgt = jnp.ones((2, 7), jnp.int32), jnp.ones((2, 5), jnp.int32)
     out = jax.eval_shape(lambda a, b: model.init_with_output(jax.random.PRNGKey(0), a, b)[0], src, tgt)

@@ -222,6 +222,12 @@ class Checkpointer:
       multihost_utils.sync_global_devices(f"attnjax checkpoint set aside {step}")
     self.manager.reload()
 
+  def restore_bookkeeping(self, step: int) -> tuple[dict, dict]:
+    """``(data_state, meta)`` of ``step`` alone: the data position and the bookkeeping, without the state."""
+    restored = self.manager.restore(step, args=ocp.args.Composite(data=ocp.args.JsonRestore(),
+                                                                  meta=ocp.args.JsonRestore()))
+    return dict(restored["data"] or {}), dict(restored["meta"] or {})
+
   def restore_params(self, abstract_params, step: int):
     """Only the parameters of ``step`` (an Orbax partial restore of ``state.params``: the optimiser state is never
     read), into ``abstract_params``' shapes, dtypes and shardings."""

@@ -21,7 +21,7 @@ from attnjax.data.pipeline import Seq2SeqBatcher
 from attnjax.data.spans import SpanBatcher
 from attnjax.data.tasks import Vocabularies, load_task
 from attnjax.models.registry import build_model
-from attnjax.training import partitioning, provenance, steps, summaries
+from attnjax.training import partitioning, provenance, steps, summaries, warm_start
 from attnjax.training.checkpointing import Checkpointer
 from attnjax.training.watchdog import PeerWatchdog, exit_now, peer_timeout_seconds, this_process
 from attnjax.training.optim import make_optimizer
@@ -311,12 +311,22 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog)
   where = (lambda text: setattr(watchdog, "where", text)) if watchdog is not None else (lambda text: None)
   config_lib.validate(config)
   provenance.check_resume(workdir, config, allow_change=allow_config_change)  # before config.json is overwritten
+  init_from = config.train.get("init_from")
+  init_from = warm_start.resolve(init_from, workdir) if init_from else None
+  if init_from and jax.process_index() == 0:  # the other run's vocabulary, before one would be trained here
+    warm_start.copy_vocabulary(init_from, workdir)
+  if init_from and jax.process_count() > 1:
+    from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+    multihost_utils.sync_global_devices("attnjax warm start vocabulary")
   exp = Experiment(config, workdir)
   _check_best_metric(config.train.best_metric, exp.metrics)  # an evaluation of a checkpoint ranks nothing
   config_lib.save_config(config, workdir)
   t = config.train
   where("restoring the newest checkpoint")
   start = exp.restore()
+  if not start and init_from:  # a first start: from the other run's checkpoint (its step and clock continue)
+    where(f"warm-starting from {init_from}")
+    start, exp.meta = warm_start.warm_start(exp, init_from, config.train.get("init_at_minutes"))
   seconds_before = float(exp.meta.get("train_seconds", 0.0))
   if start:
     logging.info("resuming from step %d (%.1f training minutes so far)", start, seconds_before / 60)

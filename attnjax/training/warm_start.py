@@ -1,0 +1,118 @@
+"""Starting a run from another run's checkpoint (``train.init_from``): a final training phase with more parameters,
+or fine-tuning.
+
+See et al. (2017) train the pointer-generator first and add coverage only for a final phase: coverage from the first
+step "interfered with the main objective". A run with ``train.init_from=<workdir>`` does the same in general:
+
+* its vocabulary (and token caches) are the other run's, copied into its workdir before anything is tokenized;
+* its parameters are the other run's at the chosen checkpoint wherever the two models share a parameter (same path,
+  same shape; a shared path of another shape is an error naming it), and its own initialisation for the parameters
+  only it has (coverage's ``w_coverage``), logged by name;
+* its step count, data position and training clock continue from that checkpoint, so ``train.time_limit_minutes``
+  bounds the two phases together: one budget for the whole lineage;
+* its optimiser state starts afresh (the new parameters have none to inherit).
+
+The checkpoint is the newest one whose training clock is at most ``train.init_at_minutes`` (the latest without it).
+A relative ``init_from`` is resolved against the run's own workdir, so that an experiment file can name a sibling
+in the launcher's layout (``../../../lstm_pointer_generator/single/default``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from absl import logging
+import flax
+import jax
+
+from attnjax import config as config_lib
+from attnjax import fs
+from attnjax.training.checkpointing import Checkpointer
+
+VOCABULARY_PATTERNS = ("spm*.model", "spm*.vocab", "vocab.json", "tokens.*.npz")
+
+
+def resolve(init_from: str, workdir: str) -> str:
+  """``init_from`` as a path: absolute or a URL as given, relative against ``workdir``."""
+  if fs.is_url(init_from) or os.path.isabs(init_from):
+    return init_from
+  return os.path.normpath(os.path.join(os.fspath(workdir), init_from))
+
+
+def copy_vocabulary(source: str, workdir: str) -> list[str]:
+  """Copies the vocabulary files (and token caches) of ``source`` that ``workdir`` lacks; returns their names."""
+  if not fs.exists(fs.join(source, config_lib.CONFIG_FILE)):
+    raise FileNotFoundError(f"train.init_from={source}: no {config_lib.CONFIG_FILE} there; it must be the workdir of "
+                            f"a training run")
+  copied = []
+  fs.makedirs(workdir)
+  for pattern in VOCABULARY_PATTERNS:
+    for path in fs.path(source).glob(pattern):
+      target = fs.join(workdir, path.name)
+      if not target.exists():
+        target.write_bytes(path.read_bytes())
+        copied.append(path.name)
+  return copied
+
+
+def choose_step(checkpointer: Checkpointer, at_minutes: float | None) -> tuple[int, dict]:
+  """(step, meta) of the newest checkpoint whose training clock is at most ``at_minutes`` (the latest if None)."""
+  steps = checkpointer.steps()
+  if not steps:
+    raise FileNotFoundError(f"train.init_from: no checkpoint in {checkpointer.directory}")
+  clocks = []
+  for step in reversed(steps):
+    _, meta = checkpointer.restore_bookkeeping(step)
+    minutes = float(meta.get("train_seconds", 0.0)) / 60
+    clocks.append(f"{step} ({minutes:.1f} min)")
+    if at_minutes is None or minutes <= at_minutes:
+      return step, meta
+  raise ValueError(f"train.init_at_minutes={at_minutes}: every checkpoint in {checkpointer.directory} was trained "
+                   f"longer ({', '.join(clocks)})")
+
+
+def merge_params(own, source) -> tuple[dict, list[str]]:
+  """``own`` with every leaf that ``source`` also has replaced by the source's; returns (params, the paths only
+  ``own`` has). Raises ValueError naming a shared path whose shapes differ, or a source path ``own`` lacks."""
+  own_flat = flax.traverse_util.flatten_dict(flax.core.unfreeze(own), sep="/")
+  source_flat = flax.traverse_util.flatten_dict(flax.core.unfreeze(source), sep="/")
+  missing = sorted(set(source_flat) - set(own_flat))
+  if missing:
+    raise ValueError(f"train.init_from: the model has no parameter {missing[0]} of the checkpoint (and "
+                     f"{len(missing) - 1} more): the two models differ by more than added parameters")
+  for path, value in source_flat.items():
+    if tuple(value.shape) != tuple(own_flat[path].shape):
+      raise ValueError(f"train.init_from: parameter {path} has shape {tuple(value.shape)} in the checkpoint and "
+                       f"{tuple(own_flat[path].shape)} in this model")
+  merged = {path: source_flat.get(path, value) for path, value in own_flat.items()}
+  return flax.traverse_util.unflatten_dict(merged, sep="/"), sorted(set(own_flat) - set(source_flat))
+
+
+def warm_start(exp, source: str, at_minutes: float | None) -> tuple[int, dict]:
+  """Puts the parameters, step and data position of ``source``'s chosen checkpoint into ``exp`` (an
+  :class:`attnjax.training.loop.Experiment` without a checkpoint of its own); returns (step, meta)."""
+  from attnjax.inference import param_shardings  # pylint: disable=g-import-not-at-top
+  from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
+  source_config = config_lib.load_config(source)
+  model = exp.model
+  source_model = build_model(source_config.model.to_dict(), src_vocab_size=model.src_vocab_size,
+                             tgt_vocab_size=model.tgt_vocab_size)
+  t = source_config.train  # its own preservation policy: opening it here must never change what it keeps
+  checkpointer = Checkpointer(fs.join(source, "checkpoints"), keep=t.keep_checkpoints, best_metric=t.best_metric,
+                              best_mode=t.best_mode, async_save=False)
+  try:
+    step, meta = choose_step(checkpointer, at_minutes)
+    abstract, sharding = param_shardings(source_model, exp.mesh, exp.rules, source_config.seed)
+    target = jax.tree_util.tree_map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract,
+                                    sharding)
+    source_params = checkpointer.restore_params(target, step)
+    data_state, _ = checkpointer.restore_bookkeeping(step)
+  finally:
+    checkpointer.close()
+  params, new = merge_params(exp.state.params, source_params)
+  params = jax.tree_util.tree_map(lambda x, like: jax.device_put(x, like.sharding), params, exp.state.params)
+  exp.state = exp.state.replace(params=params, step=jax.device_put(step, exp.state.step.sharding))
+  exp.train_batches.restore(data_state)
+  logging.info("warm start from %s, step %d (%.1f training minutes): its parameters, step and data position; "
+               "initialised here: %s", source, step, float(meta.get("train_seconds", 0.0)) / 60, new or "none")
+  return step, meta

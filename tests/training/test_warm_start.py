@@ -1,0 +1,78 @@
+"""train.init_from: a run that starts from another run's checkpoint (See et al.'s final coverage phase)."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from attnjax import config as config_lib
+from attnjax.training import warm_start
+from attnjax.training.loop import train_and_evaluate
+
+
+def _config(**model):
+  config = config_lib.base_config()
+  config.data.train_examples, config.data.validation_examples, config.data.test_examples = 64, 16, 16
+  config.data.max_tokens = 256
+  config.model = dict(name="rnn_seq2seq", attention="bahdanau", embed_dim=8, hidden_dim=8, **model)
+  t = config.train
+  t.steps, t.eval_every, t.checkpoint_every, t.log_every, t.warmup_steps = 4, 4, 2, 2, 0
+  t.optimizer, t.schedule, t.learning_rate, t.label_smoothing = "adam", "constant", 1e-2, 0.0
+  config.eval.num_decode_examples, config.eval.max_len_b = 4, 4
+  config.data.vocab_multiple = 8
+  return config
+
+
+def _params(workdir, step):
+  from attnjax.inference import load_workdir  # pylint: disable=g-import-not-at-top
+  return jax.device_get(load_workdir(str(workdir), checkpoint=str(step)).params)
+
+
+def test_a_coverage_phase_starts_from_the_copy_models_checkpoint_and_continues_its_step_and_clock(tmp_path):
+  first, second = tmp_path / "pointer_generator", tmp_path / "coverage"
+  train_and_evaluate(_config(copy=True), str(first))
+  config = _config(copy=True, coverage=True)
+  config.train.steps, config.train.init_from = 6, "../pointer_generator"  # relative to the new workdir
+  config.train.learning_rate = 0.0  # the parameters stay what the warm start made them
+  result = train_and_evaluate(config, str(second))
+  assert result["step"] == 6
+  assert (second / "vocab.json").read_text() == (first / "vocab.json").read_text()
+  # at the warm start: every shared parameter is the checkpoint's; w_coverage is new
+  before = _params(first, 4)
+  after = _params(second, 6)
+  assert "w_coverage" in after["decoder"] and "w_coverage" not in before["decoder"]
+  shared = jax.tree_util.tree_map(lambda x: x, {k: v for k, v in after.items()})
+  shared["decoder"] = {k: v for k, v in after["decoder"].items() if k != "w_coverage"}
+  jax.tree_util.tree_map(np.testing.assert_array_equal, shared, before)
+  # one phase: the second run's clock starts where the first's stopped
+  meta = json.loads((second / "checkpoints" / "6" / "meta" / "metadata").read_text())
+  first_meta = json.loads((first / "checkpoints" / "4" / "meta" / "metadata").read_text())
+  assert meta["train_seconds"] > first_meta["train_seconds"]
+
+
+def test_merge_params_takes_the_shared_leaves_and_names_a_mismatch():
+  own = {"a": {"w": np.zeros((2, 3))}, "new": np.ones(4)}
+  source = {"a": {"w": np.full((2, 3), 7.0)}}
+  merged, new = warm_start.merge_params(own, source)
+  assert (merged["a"]["w"] == 7.0).all() and (merged["new"] == 1.0).all() and new == ["new"]
+  with pytest.raises(ValueError, match="parameter a/w has shape .2, 3. in the checkpoint and .3, 3."):
+    warm_start.merge_params({"a": {"w": np.zeros((3, 3))}}, source)
+  with pytest.raises(ValueError, match="the model has no parameter a/w"):
+    warm_start.merge_params({"b": np.zeros(1)}, source)
+
+
+def test_choose_step_takes_the_newest_checkpoint_within_the_minutes(tmp_path):
+  class Fake:
+    directory = "ckpt"
+
+    def steps(self):
+      return [100, 200, 300]
+
+    def restore_bookkeeping(self, step):
+      return {}, {"train_seconds": 60.0 * step / 10}  # 10, 20, 30 minutes
+
+  assert warm_start.choose_step(Fake(), 25.0)[0] == 200
+  assert warm_start.choose_step(Fake(), None)[0] == 300
+  with pytest.raises(ValueError, match="init_at_minutes=5.0: every checkpoint in ckpt was trained longer"):
+    warm_start.choose_step(Fake(), 5.0)
