@@ -112,6 +112,8 @@ summarization: $(VENV)/.installed
 	set -e; for arm in $(SUMMARIZATION_ARMS); do \
 	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(SUMMARIZATION) \
 	    --experiment=experiments/cnn_dailymail_cpu/$$arm.py --split=validation,test; done
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.baselines --experiment=experiments/cnn_dailymail_cpu/lstm_bahdanau.py \
+	  --workdir=$(SUMMARIZATION)/lead3 --split=validation,test
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=$(SUMMARIZATION) --out=$(SUMMARIZATION)/report
 
 clean:

@@ -25,13 +25,14 @@ def tiny_config(mesh_shape, model="transformer", data_dir=None):
   config.data.max_tokens = None
   config.data.batch_size = 32
   config.data.bucket_boundaries = (24,)
-  if model == "transformer":
+  if model in ("transformer", "transformer_copy"):
     config.model = ml_collections.ConfigDict(dict(
         name="transformer", num_encoder_layers=1, num_decoder_layers=1, d_model=32, num_heads=4, d_ff=64,
-        dropout_rate=0.1, attention_dropout_rate=0.1, shared_vocab=True, share_source_embeddings=True))
-  elif model == "rnn_bahdanau":
+        dropout_rate=0.1, attention_dropout_rate=0.1, shared_vocab=True, share_source_embeddings=True,
+        copy=model == "transformer_copy"))
+  elif model == "rnn_bahdanau":  # with See et al.'s copy and coverage: attention, the mixture and the coverage loss
     config.model = ml_collections.ConfigDict(dict(name="rnn_seq2seq", attention="bahdanau", embed_dim=16,
-                                                  hidden_dim=32, dropout_rate=0.1))
+                                                  hidden_dim=32, dropout_rate=0.1, copy=True, coverage=True))
   elif model == "convs2s":
     config.model = ml_collections.ConfigDict(dict(name="convs2s", embed_dim=16, hidden_dim=32, encoder_layers=2,
                                                   decoder_layers=2, dropout_rate=0.1, max_length=64))

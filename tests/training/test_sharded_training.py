@@ -33,7 +33,8 @@ def _result(proc):
 
 @pytest.fixture(scope="module")
 def single_device():
-  return {model: _run("1,1,1", 8, model)["losses"] for model in ("transformer", "rnn_bahdanau", "span_qa")}
+  return {model: _run("1,1,1", 8, model)["losses"]
+          for model in ("transformer", "rnn_bahdanau", "span_qa", "transformer_copy")}
 
 
 @pytest.mark.parametrize("mesh", ["8,1,1", "4,1,2", "2,2,2"])
@@ -44,8 +45,15 @@ def test_transformer_losses_match_one_device_on_eight_devices(single_device, mes
 
 
 def test_lstm_attention_losses_match_one_device_on_eight_devices(single_device):
+  # the pointer-generator with coverage: its mixture and its coverage loss sharded too
   result = _run("8,1,1", 8, "rnn_bahdanau")
   np.testing.assert_allclose(result["losses"], single_device["rnn_bahdanau"], rtol=1e-5, atol=1e-5)
+
+
+def test_transformer_copy_losses_match_one_device_with_the_vocabulary_split_over_the_tensor_axis(single_device):
+  result = _run("4,1,2", 8, "transformer_copy")
+  np.testing.assert_allclose(result["losses"], single_device["transformer_copy"], rtol=1e-5, atol=1e-5)
+  assert result["losses"][-1] < result["losses"][0]
 
 
 def test_span_qa_losses_match_one_device_on_a_data_by_tensor_mesh(single_device):
