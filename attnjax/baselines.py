@@ -26,10 +26,12 @@ from attnjax.data import tasks
 
 BASELINES = ("lead3",)
 
-_EXPERIMENT = flags.DEFINE_string("experiment", None, "experiment file whose task and splits are scored")
-_BASELINE = flags.DEFINE_enum("baseline", "lead3", BASELINES, "which baseline")
-_WORKDIR = flags.DEFINE_string("workdir", None, "where the baseline's config, hypotheses and metrics go")
-_SPLIT = flags.DEFINE_list("split", ["test"], "split(s) to score, comma-separated")
+def define_flags() -> None:
+  """The command line, defined only when run as a program (other CLIs import this module)."""
+  flags.DEFINE_string("experiment", None, "experiment file whose task and splits are scored")
+  flags.DEFINE_enum("baseline", "lead3", BASELINES, "which baseline")
+  flags.DEFINE_string("workdir", None, "where the baseline's config, hypotheses and metrics go")
+  flags.DEFINE_list("split", ["test"], "split(s) to score, comma-separated")
 
 
 def score_lead(config, split: str, n: int = 3) -> tuple[dict, list[str]]:
@@ -44,31 +46,33 @@ def score_lead(config, split: str, n: int = 3) -> tuple[dict, list[str]]:
 
 
 def main(argv):
+  FLAGS = flags.FLAGS  # pylint: disable=invalid-name
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  if not _EXPERIMENT.value or not _WORKDIR.value:
+  if not FLAGS.experiment or not FLAGS.workdir:
     raise app.UsageError("give --experiment=FILE and --workdir=DIR")
-  config = compile_lib.load_experiment(_EXPERIMENT.value)
+  config = compile_lib.load_experiment(FLAGS.experiment)
   if config.data.source not in tasks.SUMMARIZATION_SOURCES:
-    raise app.UsageError(f"--baseline={_BASELINE.value} summarizes articles; {_EXPERIMENT.value} is not a "
+    raise app.UsageError(f"--baseline={FLAGS.baseline} summarizes articles; {FLAGS.experiment} is not a "
                          f"summarization task (data.source={config.data.source!r})")
-  workdir = fs.path(_WORKDIR.value)
+  workdir = fs.path(FLAGS.workdir)
   with config.unlocked():
-    config.model = {"name": _BASELINE.value}
+    config.model = {"name": FLAGS.baseline}
   fs.write_text(fs.join(workdir, "config.json"), config.to_json(indent=1))
-  for split in _SPLIT.value:
+  for split in FLAGS.split:
     start = time.perf_counter()
     result, hypotheses = score_lead(config, split, n=3)
-    path = fs.join(workdir, f"hypotheses.{split}.{_BASELINE.value}.txt")
+    path = fs.join(workdir, f"hypotheses.{split}.{FLAGS.baseline}.txt")
     fs.write_text(path, "".join(h.replace("\n", " ") + "\n" for h in hypotheses))
     result["hypotheses"] = str(path)
     fs.write_json(fs.join(workdir, f"metrics.{split}.json"), result, indent=1, sort_keys=True)
-    logging.info("%s on %s (%d examples, %.0f s): %s", _BASELINE.value, split, result["examples"],
+    logging.info("%s on %s (%d examples, %.0f s): %s", FLAGS.baseline, split, result["examples"],
                  time.perf_counter() - start, json.dumps({k: round(v, 2) for k, v in result.items()
                                                           if isinstance(v, float)}))
-    print(f"{_BASELINE.value} {split}: " + "  ".join(f"{k} {result[k]:.2f}" for k in
+    print(f"{FLAGS.baseline} {split}: " + "  ".join(f"{k} {result[k]:.2f}" for k in
                                                       ("rouge1", "rouge2", "rougeL", "rougeLsum")))
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

@@ -106,3 +106,13 @@ def test_copy_map_gives_the_decoded_summarys_attention_and_p_gen(tmp_path):
   assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
   with pytest.raises(ValueError, match="copy=False"):
     copy_maps.copy_map(RNNSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, attention="bahdanau"), params, src, eval_cfg)
+
+
+def test_epochs_are_the_steps_batches_over_the_training_pairs(tmp_path):
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  np.savez(tmp_path / "tokens.train.abc.npz", src=np.zeros(5, np.int32), src_offsets=np.arange(201),
+           tgt=np.zeros(5, np.int32), tgt_offsets=np.arange(201))
+  record = {"workdir": str(tmp_path), "step": 50, "config": {"data": {"batch_size": 16}}}
+  assert summ.epochs(record) == "4.00"  # 50 x 16 / 200
+  assert summ.epochs({**record, "config": {"data": {"batch_size": None}}}) == "—"
+  assert summ.epochs({**record, "workdir": str(tmp_path / "none")}) == "—"

@@ -24,12 +24,14 @@ from attnjax.data import tasks
 from attnjax.decoding import beam_search
 from attnjax.models.interface import BOS_ID, PAD_ID
 
-_WORKDIR = flags.DEFINE_string("workdir", None, "a training workdir of a copy model (model.copy=True)")
-_SPLIT = flags.DEFINE_string("split", "test", "the split the article comes from")
-_INDEX = flags.DEFINE_integer("index", 0, "which article of the split")
-_OUT = flags.DEFINE_string("out", None, "PNG to write")
-_CHECKPOINT = flags.DEFINE_string("checkpoint", "best", "best, latest or a step")
-_MIN_WEIGHT = flags.DEFINE_float("min_weight", 0.05, "draw the source positions attended at least this much")
+def define_flags() -> None:
+  """The command line, defined only when run as a program (other CLIs import this module)."""
+  flags.DEFINE_string("workdir", None, "a training workdir of a copy model (model.copy=True)")
+  flags.DEFINE_string("split", "test", "the split the article comes from")
+  flags.DEFINE_integer("index", 0, "which article of the split")
+  flags.DEFINE_string("out", None, "PNG to write")
+  flags.DEFINE_string("checkpoint", "best", "best, latest or a step")
+  flags.DEFINE_float("min_weight", 0.05, "draw the source positions attended at least this much")
 
 
 def copy_map(model, params, src_ids: list[int], eval_cfg) -> tuple[list[int], np.ndarray, np.ndarray]:
@@ -82,28 +84,30 @@ def draw(attention, p_gen, source_pieces, output_pieces, path: str, *, min_weigh
 
 
 def main(argv):
+  FLAGS = flags.FLAGS  # pylint: disable=invalid-name
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  if not _WORKDIR.value or not _OUT.value:
+  if not FLAGS.workdir or not FLAGS.out:
     raise app.UsageError("give --workdir=DIR and --out=FILE.png")
-  loaded = inference.load_workdir(_WORKDIR.value, checkpoint=_CHECKPOINT.value)
+  loaded = inference.load_workdir(FLAGS.workdir, checkpoint=FLAGS.checkpoint)
   config = loaded.config
-  tasks.resolve_data_dir(config.data, _WORKDIR.value)
-  pairs = tasks.load_split(config.data, _SPLIT.value)
-  if not 0 <= _INDEX.value < len(pairs):
-    raise app.UsageError(f"--index={_INDEX.value} is outside the {len(pairs)} examples of {_SPLIT.value}")
-  article = pairs[_INDEX.value][0]
+  tasks.resolve_data_dir(config.data, FLAGS.workdir)
+  pairs = tasks.load_split(config.data, FLAGS.split)
+  if not 0 <= FLAGS.index < len(pairs):
+    raise app.UsageError(f"--index={FLAGS.index} is outside the {len(pairs)} examples of {FLAGS.split}")
+  article = pairs[FLAGS.index][0]
   vocab = loaded.vocabularies
   src_ids = vocab.src.encode(article)[:config.data.max_src_len]
   params = jax.device_get(loaded.params)
   tokens, attention, p_gen = copy_map(loaded.model, params, src_ids, config.eval)
   source_pieces = scoring._pieces(vocab.src, article)[:len(src_ids)]  # pylint: disable=protected-access
   output_pieces = [vocab.tgt.id_to_piece(t) for t in tokens]
-  draw(attention[:, :len(src_ids)], p_gen, source_pieces, output_pieces, _OUT.value, min_weight=_MIN_WEIGHT.value,
-       title=f"{os.path.basename(os.path.normpath(_WORKDIR.value))}: {_SPLIT.value} article {_INDEX.value}, "
+  draw(attention[:, :len(src_ids)], p_gen, source_pieces, output_pieces, FLAGS.out, min_weight=FLAGS.min_weight,
+       title=f"{os.path.basename(os.path.normpath(FLAGS.workdir))}: {FLAGS.split} article {FLAGS.index}, "
              f"mean p_gen {p_gen.mean():.2f}")
-  print(_OUT.value)
+  print(FLAGS.out)
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

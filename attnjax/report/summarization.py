@@ -54,8 +54,32 @@ def _rate(examples, seconds) -> str:
   return f"{examples / seconds:.2f}"
 
 
+def _training_examples(record: dict) -> int | None:
+  """The pairs of the run's training split, from its token cache (``tokens.train.*.npz``); None if it has none."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  if not record.get("workdir") or not fs.exists(record["workdir"]):
+    return None
+  for path in sorted(fs.path(record["workdir"]).glob("tokens.train.*.npz")):
+    try:
+      with np.load(fs.open_binary(path)) as arrays:
+        return int(arrays["src_offsets"].size - 1)
+    except (OSError, ValueError, KeyError):
+      return None
+  return None
+
+
+def epochs(record: dict) -> str:
+  """Passes over the training split up to the evaluated step: step × batch rows / training pairs ("—" if unknown:
+  token batches, or no token cache)."""
+  batch = ((record.get("config") or {}).get("data") or {}).get("batch_size")
+  examples = _training_examples(record) if record.get("step") else None
+  if not isinstance(batch, int) or not examples:
+    return "—"
+  return f"{record['step'] * batch / examples:.2f}"
+
+
 def statistics_table(records: list[dict]) -> str | None:
-  """ROUGE, repetition and novelty of every evaluated summarization run (None: no such run)."""
+  """ROUGE, repetition and novelty of every evaluated summarization run, and how far it trained (None: no run)."""
   rows = []
   for r in _evaluated(records):
     s = {**(r.get("metrics") or {}), **r["scores"]}  # the statistics are not among the report's metrics
@@ -63,11 +87,11 @@ def statistics_table(records: list[dict]) -> str | None:
                  *(_number(s.get(m)) for m in ("rouge1", "rouge2", "rougeLsum")),
                  *(_number(s.get(m)) for m in STATISTICS),
                  str(s.get("empty_sources", "—")), _rate(r.get("examples"), s.get("decode_seconds")),
-                 str(r["step"] if r["step"] else "—"), r["run"]])
+                 str(r["step"] if r["step"] else "—"), epochs(r), r["run"]])
   if not rows:
     return None
   header = ["model", "task", "split", "articles", "ROUGE-1", "ROUGE-2", "ROUGE-Lsum",
-            *(STATISTIC_TITLES[m] for m in STATISTICS), "empty articles", "decoded articles/s", "step", "run"]
+            *(STATISTIC_TITLES[m] for m in STATISTICS), "empty articles", "decoded articles/s", "step", "epochs", "run"]
   return _table(header, rows)
 
 
