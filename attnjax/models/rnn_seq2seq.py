@@ -205,8 +205,8 @@ class RNNSeq2Seq(nn.Module):
   Bahdanau (W_k h_j, computed once per sentence); ``"src_ids" [B, S]`` with copy.
 
   Cache (``init_cache``): ``"h" [B, L, H]`` (and ``"c" [B, L, H]`` for LSTMs) the decoder carries, ``"feed" [B, H]``
-  h̃_{t-1} for Luong with input feeding, ``"coverage" [B, S]`` with coverage, ``"index" [B]`` int32. A recurrent cache has a fixed size, so
-  ``max_length`` is accepted for the interface and not needed.
+  h̃_{t-1} for Luong with input feeding, ``"coverage" [B, S]`` with coverage, ``"index" [B]`` int32. A recurrent
+  cache has a fixed size, so ``max_length`` is accepted for the interface and not needed.
   """
   src_vocab_size: int
   tgt_vocab_size: int

@@ -73,7 +73,8 @@ TASK_KINDS = {
 }
 LABEL_ORDER = ("Lead-3", "LSTM seq2seq", "LSTM + Bahdanau", "LSTM + Bahdanau + pointer-generator",
                "LSTM + Bahdanau + pointer-generator + coverage", "LSTM + Luong (dot)", "LSTM + Luong (general)",
-               "LSTM + Luong (concat)", "ConvS2S", "Transformer", "Transformer + copy", "Transformer big", "BiLSTM reader",
+               "LSTM + Luong (concat)", "ConvS2S", "Transformer", "Transformer + copy", "Transformer big",
+               "BiLSTM reader",
                "Transformer reader")
 
 # A run that never got as far as writing config.json (pending, or failed at start-up) is placed from its experiment

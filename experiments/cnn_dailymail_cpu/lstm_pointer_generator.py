@@ -1,7 +1,9 @@
-"""CNN/DailyMail (the offline subset of See et al.'s version) at CPU scale: LSTM + Bahdanau attention + the pointer-generator (See et al. 2017). One arm of the
-summarization table: the recipe and budget every arm shares are in :func:`attnjax.recipes.cnndm_cpu`.
+"""CNN/DailyMail (the offline subset of See et al.'s version) at CPU scale: LSTM + Bahdanau attention + the
+pointer-generator (See et al. 2017). One arm of the summarization table: the recipe and budget every arm shares are
+in :func:`attnjax.recipes.cnndm_cpu`.
 
-    python -m launch.launch --experiment=experiments/cnn_dailymail_cpu/lstm_pointer_generator.py --workdir_root=runs/summarization --split=validation,test
+    python -m launch.launch --experiment=experiments/cnn_dailymail_cpu/lstm_pointer_generator.py \
+        --workdir_root=runs/summarization --split=validation,test
 """
 
 from attnjax import recipes
