@@ -229,6 +229,9 @@ def validate(config) -> None:
     _fail("train.schedule", f"must be one of {SCHEDULES}, got {t.schedule!r}")
   if d.source not in DATA_SOURCES:
     _fail("data.source", f"must be one of {DATA_SOURCES}, got {d.source!r}")
+  if config.model.get("copy") and not d.get("joint_vocab", True):
+    _fail("model.copy", "copying puts source ids into the output: it needs one vocabulary for both sides "
+          "(data.joint_vocab=True)")
   if d.pack and config.model.name != "transformer":
     _fail("data.pack", f"packing needs segment masks, which only model.name='transformer' takes "
           f"(got {config.model.name!r})")

@@ -60,3 +60,11 @@ def test_saved_config_loads_back_identically(tmp_path):
   loaded = load_config(str(tmp_path))
   assert loaded.to_dict() == config.to_dict()
   config_lib.validate(loaded)
+
+
+def test_a_copy_model_needs_one_vocabulary_for_both_sides():
+  config = config_lib.base_config()
+  config.model = dict(name="rnn_seq2seq", attention="bahdanau", copy=True)
+  config.data.joint_vocab = False
+  with pytest.raises(ValueError, match=r"config.model.copy: .*data.joint_vocab=True"):
+    config_lib.validate(config)

@@ -192,7 +192,7 @@ def test_summarization_arms_share_data_budget_and_decoding_and_differ_in_the_mod
     d, e = config.data, config.eval
     # See et al.'s setting: 400 source tokens, 100 summary tokens (+ EOS), cut rather than skipped
     assert (d.max_src_len, d.max_tgt_len, d.truncate, d.dir) == (400, 101, True, "../shared/data/cnn_dailymail")
-    assert (e.min_len, e.max_len_a, e.max_len_b, e.beam_size) == (35, 0.0, 100, 4)
+    assert (e.min_len, e.max_len_a, e.max_len_b, e.beam_size, e.alpha) == (35, 0.0, 100, 4, 1.0)
     assert config.train.time_limit_minutes == 90.0 and config.train.best_metric == "rougeLsum"
     everything_but_the_model = {k: v for k, v in config.to_dict().items() if k not in ("model",)}
     everything_but_the_model["train"] = {k: v for k, v in everything_but_the_model["train"].items()

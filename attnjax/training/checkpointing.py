@@ -63,10 +63,11 @@ class Checkpointer:
     best_metric: key of the metrics dict passed to :meth:`save` that ranks checkpoints; None keeps no best.
     best_mode: ``"max"`` or ``"min"``.
     async_save: write in a background thread.
+    read_only: only read (another run's checkpoints): nothing is created, cleaned up or deleted.
   """
 
   def __init__(self, directory: str, *, keep: int = 3, best_metric: str | None = None, best_mode: str = "max",
-               async_save: bool = True):
+               async_save: bool = True, read_only: bool = False):
     if best_mode not in ("max", "min"):
       raise ValueError(f"checkpoint best_mode must be 'max' or 'min', got {best_mode!r}")
     if keep < 1:
@@ -82,8 +83,8 @@ class Checkpointer:
     options = ocp.CheckpointManagerOptions(preservation_policy=pp.AnyPreservationPolicy(policies),
                                            best_fn=(lambda m: m[best_metric]) if best_metric else None,
                                            best_mode=best_mode,
-                                           enable_async_checkpointing=async_save, create=True,
-                                           cleanup_tmp_directories=True)
+                                           enable_async_checkpointing=async_save, create=not read_only,
+                                           cleanup_tmp_directories=not read_only, read_only=read_only)
     self.manager = ocp.CheckpointManager(self.directory, item_names=ITEMS, options=options)
     self._in_flight = None  # the step whose asynchronous write may still fail
     self._background_error = None  # how this process's asynchronous write failed (see wait)

@@ -8,9 +8,13 @@ step "interfered with the main objective". A run with ``train.init_from=<workdir
 * its parameters are the other run's at the chosen checkpoint wherever the two models share a parameter (same path,
   same shape; a shared path of another shape is an error naming it), and its own initialisation for the parameters
   only it has (coverage's ``w_coverage``), logged by name;
+* its optimiser state is the other run's for the shared parameters (moments, and the update count that the
+  learning-rate schedule reads, so no second warm-up) and a fresh one for its own, as See et al.'s code restored
+  every variable the coverage model shares with the pointer-generator;
 * its step count, data position and training clock continue from that checkpoint, so ``train.time_limit_minutes``
-  bounds the two phases together: one budget for the whole lineage;
-* its optimiser state starts afresh (the new parameters have none to inherit).
+  bounds the two phases together: one budget for the whole lineage.
+
+The other run's checkpoints are opened read-only: nothing there is created, cleaned up or deleted.
 
 The checkpoint is the newest one whose training clock is at most ``train.init_at_minutes`` (the latest without it).
 A relative ``init_from`` is resolved against the run's own workdir, so that an experiment file can name a sibling
@@ -24,6 +28,7 @@ import os
 from absl import logging
 import flax
 import jax
+import jax.numpy as jnp
 
 from attnjax import config as config_lib
 from attnjax import fs
@@ -88,31 +93,51 @@ def merge_params(own, source) -> tuple[dict, list[str]]:
   return flax.traverse_util.unflatten_dict(merged, sep="/"), sorted(set(own_flat) - set(source_flat))
 
 
+def merge_state_tree(own, source):
+  """``own`` (an optimiser state) with each leaf that ``source`` has at the same tree path and shape replaced by the
+  source's: the moments of shared parameters and the update counts; the rest (a new parameter's moments) stays."""
+  source_leaves = {jax.tree_util.keystr(path): leaf
+                   for path, leaf in jax.tree_util.tree_flatten_with_path(source)[0]}
+
+  def pick(path, leaf):
+    other = source_leaves.get(jax.tree_util.keystr(path))
+    return other if other is not None and tuple(other.shape) == tuple(leaf.shape) else leaf
+
+  return jax.tree_util.tree_map_with_path(pick, own)
+
+
 def warm_start(exp, source: str, at_minutes: float | None) -> tuple[int, dict]:
   """Puts the parameters, step and data position of ``source``'s chosen checkpoint into ``exp`` (an
   :class:`attnjax.training.loop.Experiment` without a checkpoint of its own); returns (step, meta)."""
-  from attnjax.inference import param_shardings  # pylint: disable=g-import-not-at-top
   from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
+  from attnjax.training.state import abstract_with_sharding, state_shardings  # pylint: disable=g-import-not-at-top
   source_config = config_lib.load_config(source)
   model = exp.model
   source_model = build_model(source_config.model.to_dict(), src_vocab_size=model.src_vocab_size,
                              tgt_vocab_size=model.tgt_vocab_size)
-  t = source_config.train  # its own preservation policy: opening it here must never change what it keeps
+  t = source_config.train
   checkpointer = Checkpointer(fs.join(source, "checkpoints"), keep=t.keep_checkpoints, best_metric=t.best_metric,
-                              best_mode=t.best_mode, async_save=False)
+                              best_mode=t.best_mode, async_save=False, read_only=True)
   try:
     step, meta = choose_step(checkpointer, at_minutes)
-    abstract, sharding = param_shardings(source_model, exp.mesh, exp.rules, source_config.seed)
-    target = jax.tree_util.tree_map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract,
-                                    sharding)
-    source_params = checkpointer.restore_params(target, step)
-    data_state, _ = checkpointer.restore_bookkeeping(step)
+    # the other run's whole train state (its optimiser is this run's: the same train section's optimiser keys)
+    abstract, sharding = state_shardings(source_model, exp.tx, exp.mesh, exp.rules,
+                                         jax.random.PRNGKey(source_config.seed))
+    restored, data_state, _, _ = checkpointer.restore(abstract_with_sharding(abstract, sharding), step)
   finally:
     checkpointer.close()
-  params, new = merge_params(exp.state.params, source_params)
-  params = jax.tree_util.tree_map(lambda x, like: jax.device_put(x, like.sharding), params, exp.state.params)
-  exp.state = exp.state.replace(params=params, step=jax.device_put(step, exp.state.step.sharding))
+  params, new = merge_params(exp.state.params, restored.params)
+  place = lambda tree, like: jax.tree_util.tree_map(lambda x, y: jax.device_put(x, y.sharding), tree, like)
+  exp.state = exp.state.replace(
+      step=jax.device_put(jnp.asarray(step, exp.state.step.dtype), exp.state.step.sharding),
+      params=place(params, exp.state.params),
+      opt_state=place(merge_state_tree(exp.state.opt_state, restored.opt_state), exp.state.opt_state))
   exp.train_batches.restore(data_state)
+  gap = (at_minutes - float(meta.get("train_seconds", 0.0)) / 60) if at_minutes is not None else 0.0
+  if gap > 5:
+    logging.warning("warm start: the newest checkpoint of %s within train.init_at_minutes=%s was trained %.1f "
+                    "minutes less: checkpoint it more often (train.checkpoint_every) for a closer start", source,
+                    at_minutes, gap)
   logging.info("warm start from %s, step %d (%.1f training minutes): its parameters, step and data position; "
                "initialised here: %s", source, step, float(meta.get("train_seconds", 0.0)) / 60, new or "none")
   return step, meta

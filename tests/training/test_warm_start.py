@@ -76,3 +76,21 @@ def test_choose_step_takes_the_newest_checkpoint_within_the_minutes(tmp_path):
   assert warm_start.choose_step(Fake(), None)[0] == 300
   with pytest.raises(ValueError, match="init_at_minutes=5.0: every checkpoint in ckpt was trained longer"):
     warm_start.choose_step(Fake(), 5.0)
+
+
+def test_the_optimiser_state_of_shared_parameters_and_the_update_count_carry_over():
+  """Adam's moments of the shared parameters and its count (which the schedule reads: no second warm-up) come from
+  the source; a new parameter's moments start at zero."""
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  import optax  # pylint: disable=g-import-not-at-top
+  tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(optax.linear_schedule(0.0, 1e-3, 200)))
+  source_params = {"w": jnp.ones(3)}
+  source_state = tx.init(source_params)
+  for _ in range(2):
+    _, source_state = tx.update({"w": jnp.full(3, 0.5)}, source_state, source_params)
+  own = tx.init({"w": jnp.zeros(3), "w_coverage": jnp.zeros(2)})
+  merged = warm_start.merge_state_tree(own, source_state)
+  adam = merged[1][0]
+  np.testing.assert_allclose(adam.mu["w"], source_state[1][0].mu["w"])
+  assert float(jnp.abs(adam.mu["w"]).sum()) > 0 and float(jnp.abs(adam.mu["w_coverage"]).sum()) == 0
+  assert int(adam.count) == 2 and int(merged[1][1].count) == 2  # scale_by_adam's and the schedule's counts
