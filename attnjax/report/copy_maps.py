@@ -34,14 +34,16 @@ def define_flags() -> None:
   flags.DEFINE_float("min_weight", 0.05, "draw the source positions attended at least this much")
 
 
-def copy_map(model, params, src_ids: list[int], eval_cfg) -> tuple[list[int], np.ndarray, np.ndarray]:
-  """(output ids with EOS, attention ``[T, S]``, p_gen ``[T]``) of the model's summary of ``src_ids``."""
+def copy_map(model, params, src_ids: list[int], eval_cfg, vocab_size: int | None = None
+             ) -> tuple[list[int], np.ndarray, np.ndarray]:
+  """(output ids with EOS, attention ``[T, S]``, p_gen ``[T]``) of the model's summary of ``src_ids``, decoded with
+  ``eval_cfg``'s beam settings; ``vocab_size`` the real target vocabulary (ids past it are never emitted)."""
   if not getattr(model, "copy", False):
     raise ValueError(f"{type(model).__name__} has copy=False: there is no p_gen to draw")
   src = jnp.asarray([src_ids], jnp.int32)
   out = beam_search(model, {"params": params}, src, beam_size=eval_cfg.beam_size, alpha=eval_cfg.alpha,
-                    max_len_a=eval_cfg.max_len_a, max_len_b=eval_cfg.max_len_b, min_len=eval_cfg.min_len,
-                    no_repeat_ngram_size=eval_cfg.no_repeat_ngram_size)
+                    max_len_a=eval_cfg.max_len_a, max_len_b=eval_cfg.max_len_b, min_len=eval_cfg.get("min_len", 0),
+                    no_repeat_ngram_size=eval_cfg.get("no_repeat_ngram_size", 0), vocab_size=vocab_size)
   tokens = [int(t) for t in np.asarray(out.tokens[0, 0]) if t != PAD_ID]
   tgt_in = jnp.asarray([[BOS_ID] + tokens[:-1]], jnp.int32)
   memory = model.apply({"params": params}, src, method=model.encode)
@@ -99,7 +101,7 @@ def main(argv):
   vocab = loaded.vocabularies
   src_ids = vocab.src.encode(article)[:config.data.max_src_len]
   params = jax.device_get(loaded.params)
-  tokens, attention, p_gen = copy_map(loaded.model, params, src_ids, config.eval)
+  tokens, attention, p_gen = copy_map(loaded.model, params, src_ids, config.eval, vocab_size=vocab.tgt.size)
   source_pieces = scoring._pieces(vocab.src, article)[:len(src_ids)]  # pylint: disable=protected-access
   output_pieces = [vocab.tgt.id_to_piece(t) for t in tokens]
   draw(attention[:, :len(src_ids)], p_gen, source_pieces, output_pieces, FLAGS.out, min_weight=FLAGS.min_weight,
