@@ -48,11 +48,11 @@ def decode_and_score(decoder: inference.Decoder, params, vocabularies, pairs, na
   scores, signatures = {}, {}
   if jax.process_index() == 0:
     scores, signatures = score(out.hypotheses, references, names, meteor_language=meteor_language)
+    scores["decode_seconds"] = decode_seconds
+    if "rouge" in names:  # a summarizer's repetition and abstraction (See et al. 2017), cheap beside decoding
+      scores.update(metrics_lib.summary_statistics(out.hypotheses, sources))
   scores, signatures = inference.broadcast_json([scores, signatures])
-  scores.update(truncated_sources=out.truncated_sources, empty_sources=out.empty_sources,
-                decode_seconds=inference.broadcast_json(decode_seconds))
-  if "rouge" in names:  # a summarizer's repetition and abstraction (See et al. 2017), cheap beside decoding
-    scores.update(metrics_lib.summary_statistics(out.hypotheses, sources))
+  scores.update(truncated_sources=out.truncated_sources, empty_sources=out.empty_sources)
   return Predictions(scores, signatures, out.hypotheses, references, sources, out.attention)
 
 

@@ -36,8 +36,15 @@ def attention_heatmap(weights, source_tokens, output_tokens, path: str, *, title
     ax.set_title(title, fontsize=9)
   fig.colorbar(image, ax=ax, fraction=0.04)
   fig.tight_layout()
-  # Rendered in memory and written through attnjax.fs: matplotlib opens a path with the builtin open(), which cannot
-  # write to gs://.
+  return save_figure(fig, path)
+
+
+def save_figure(fig, path: str) -> str:
+  """Writes ``fig`` to ``path`` (the format from the suffix, PNG without one) and closes it; returns ``path``.
+
+  Rendered in memory and written through :mod:`attnjax.fs`: matplotlib opens a path with the builtin open(), which
+  cannot write to gs://.
+  """
   buffer = io.BytesIO()
   fig.savefig(buffer, format=os.path.splitext(os.fspath(path))[1][1:].lower() or "png")
   plt.close(fig)

@@ -81,13 +81,6 @@ def coverage_loss(attention, coverage):
   return jnp.sum(jnp.minimum(attention.astype(jnp.float32), coverage.astype(jnp.float32)), axis=-1)
 
 
-def coverage_before(attention, initial=None):
-  """c_t = c_init + Σ_{t' < t} a_t' for every step: ``attention [B, T, S]`` -> ``[B, T, S]`` (the coverage each step
-  attends with, excluding its own attention); ``initial [B, S]`` the coverage before the first step (a cache)."""
-  before = jnp.cumsum(attention, axis=1) - attention
-  return before if initial is None else before + initial[:, None, :]
-
-
 class PointerGate(nn.Module):
   """p_gen = σ(Σ_k w_k·x_k + b_ptr) over the given inputs (See et al. eq. 8: the context h*_t, the state s_t and the
   input x_t; a Transformer passes its decoder output alone): one weight vector per input, one bias.

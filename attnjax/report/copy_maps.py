@@ -11,7 +11,6 @@ attends to with weight at least ``--min_weight`` are drawn, in source order, so 
 
 from __future__ import annotations
 
-import io
 import os
 
 from absl import app, flags
@@ -19,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnjax import fs, inference, scoring
+from attnjax import inference, scoring
 from attnjax.data import tasks
 from attnjax.decoding import beam_search
 from attnjax.models.interface import BOS_ID, PAD_ID
@@ -55,9 +54,7 @@ def copy_map(model, params, src_ids: list[int], eval_cfg, vocab_size: int | None
 
 def draw(attention, p_gen, source_pieces, output_pieces, path: str, *, min_weight: float, title: str = "") -> str:
   """The attention of the source columns attended at least ``min_weight``, with p_gen beside each output row."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  from attnjax.visualize import plt, save_figure  # pylint: disable=g-import-not-at-top  (Agg set there)
   columns = np.flatnonzero(attention.max(axis=0) >= min_weight)
   if not columns.size:
     columns = np.arange(min(attention.shape[1], 40))
@@ -78,11 +75,7 @@ def draw(attention, p_gen, source_pieces, output_pieces, path: str, *, min_weigh
   if title:
     fig.suptitle(title, fontsize=9)
   fig.tight_layout()
-  buffer = io.BytesIO()
-  fig.savefig(buffer, format="png")
-  plt.close(fig)
-  fs.write_bytes(path, buffer.getvalue())
-  return path
+  return save_figure(fig, path)
 
 
 def main(argv):

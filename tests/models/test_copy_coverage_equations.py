@@ -112,11 +112,10 @@ def test_mixture_is_a_distribution_and_copy_only_reaches_source_tokens():
   np.testing.assert_allclose(p.sum(-1), 1.0, rtol=1e-5)
 
 
-def test_coverage_before_excludes_the_current_step():
-  a = jnp.asarray([[[0.5, 0.5], [0.2, 0.8], [1.0, 0.0]]])
-  np.testing.assert_allclose(np.asarray(copy_lib.coverage_before(a)), [[[0, 0], [0.5, 0.5], [0.7, 1.3]]], atol=1e-7)
-  np.testing.assert_allclose(np.asarray(copy_lib.coverage_loss(a, copy_lib.coverage_before(a))), [[0.0, 0.7, 0.7]],
-                             atol=1e-7)
+def test_coverage_loss_sums_the_smaller_of_attention_and_coverage():
+  a = jnp.asarray([[0.5, 0.5], [0.2, 0.8], [1.0, 0.0]])
+  c = jnp.asarray([[0.0, 0.0], [0.5, 0.5], [0.7, 1.3]])  # the attention of the steps before each
+  np.testing.assert_allclose(np.asarray(copy_lib.coverage_loss(a, c)), [0.0, 0.7, 0.7], atol=1e-7)
 
 
 def test_copy_and_coverage_need_additive_attention_and_one_vocabulary():
