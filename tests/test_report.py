@@ -14,6 +14,7 @@ from tensorboardX import SummaryWriter
 
 from attnjax import fs, report
 from tests.fake_gcs import fake_gcs_server  # noqa: F401  pylint: disable=unused-import  (a fixture)
+from tests.markdown_tables import table_rows
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -91,19 +92,6 @@ def runs(tmp_path):
   return root
 
 
-def _table_rows(markdown, heading):
-  """The rows (lists of cells) of the first table after ``heading``."""
-  lines = markdown[markdown.index(heading):].splitlines()
-  start = next(i for i, line in enumerate(lines) if line.startswith("|"))
-  rows = []
-  for line in lines[start:]:
-    if not line.startswith("|"):
-      break
-    rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
-  header, body = rows[0], rows[2:]
-  return [dict(zip(header, row)) for row in body]
-
-
 def _assert_png(path):
   data = fs.read_bytes(path)
   assert data.startswith(PNG_MAGIC), path
@@ -142,7 +130,7 @@ def test_report_tables_plots_and_json(runs, tmp_path):
   markdown = report.write_report([str(runs)], str(out))
   assert (out / "results.md").read_text() == markdown
 
-  translation = _table_rows(markdown, "## Translation")
+  translation = table_rows(markdown, "## Translation")
   by_run = {row["run"]: row for row in translation}
   assert set(by_run) == {"base", "heads/heads8", "heads/heads16"}
   base = by_run["base"]
@@ -167,14 +155,14 @@ def test_report_tables_plots_and_json(runs, tmp_path):
   assert failed["steps"] == "—" and failed["wall (h:mm)"] == "0:01"
   assert "0.00" not in " ".join(failed.values())
 
-  qa = _table_rows(markdown, "## Question answering")
+  qa = table_rows(markdown, "## Question answering")
   assert qa == [{"model": "BiLSTM reader", "split": "validation", "squad_v1 EM": "60.12 (seed 67.7)",
                  "squad_v1 F1": "70.46 (seed 77.3)", "params": "—", "steps": "2000", "train tok/s": "—",
                  "wall (h:mm)": "—", "hardware": "cpu", "point": "—", "run": "manual/squad"}]
-  summarization = _table_rows(markdown, "## Summarization")  # the unreadable run is still placed, and says why
+  summarization = table_rows(markdown, "## Summarization")  # the unreadable run is still placed, and says why
   assert [row["xsum ROUGE-L"] for row in summarization] == ["unreadable: metrics.test.json (seed 23.01)"]
 
-  ablation = _table_rows(markdown, "### wmt14_en_de/transformer_base: sweep `heads`")
+  ablation = table_rows(markdown, "### wmt14_en_de/transformer_base: sweep `heads`")
   assert [(row["point"], row["BLEU"], row["status"]) for row in ablation] == [("heads8", "25.50", "done"),
                                                                               ("heads16", "failed", "failed")]
   assert ablation[1]["overrides"] == "model.num_heads=16"
@@ -207,7 +195,7 @@ def test_a_point_run_with_several_seeds_gets_its_mean_and_range(tmp_path):
                                                             start="2025-01-02T20:00:00+00:00"),
        config={**_config("multi30k_en_de", TRANSFORMER_BASE), "seed": 0})
   markdown = report.render_markdown(report.collect([str(root)], curves=False))
-  rows = _table_rows(markdown, "Over random seeds")
+  rows = table_rows(markdown, "Over random seeds")
   assert [(r["point"], r["random seeds"], r["scored runs"], r["BLEU mean"], r["BLEU min–max"]) for r in rows] == [
       ("heads1", "0, 1", "2", "31.12", "30.50–31.75"),  # (30.5 + 31.75) / 2 = 31.125
       ("heads8", "0, 1, 2", "3", "34.17", "33.00–35.50"),
@@ -227,7 +215,7 @@ def test_a_seed_run_inside_its_points_own_workdir_is_found(tmp_path):
          metrics={"step": 30, "steps": [30], "examples": 1000, "bleu": value})
   assert [str(p.relative_to(root)) for p in report.find_runs(root)] == [
       "dropout60/dropout0.1", "dropout60/dropout0.1/seed1", "dropout60/dropout0.3"]  # not checkpoints/30
-  rows = _table_rows(report.render_markdown(report.collect([str(root)], curves=False)), "Over random seeds")
+  rows = table_rows(report.render_markdown(report.collect([str(root)], curves=False)), "Over random seeds")
   assert [(r["point"], r["random seeds"], r["BLEU mean"], r["BLEU min–max"]) for r in rows] == [
       ("dropout0.1", "0, 1", "37.88", "37.50–38.25"), ("dropout0.3", "0", "36.50", "—")]
 
@@ -249,7 +237,7 @@ def test_points_that_ran_different_step_counts_are_compared_at_a_step_all_reache
   found = report.sweeps(report.collect([str(root)]))[0]
   assert report.common_eval_step(found) == 500
   markdown = report.render_markdown(report.collect([str(root)]))
-  rows = {r["point"]: r for r in _table_rows(markdown, "sweep `heads`")}
+  rows = {r["point"]: r for r in table_rows(markdown, "sweep `heads`")}
   assert {p: (r["BLEU"], r["steps"], r["train tok/s"], r["validation BLEU at step 500"]) for p, r in rows.items()} == {
       "heads1": ("29.00", "700", "1305", "24.25"), "heads8": ("29.75", "740", "1300", "25.00"),
       "heads16": ("28.00", "569", "965", "24.50"), "heads4": ("failed", "—", "—", "—")}
@@ -275,7 +263,7 @@ def test_the_seed_table_gives_the_equal_step_validation_score_over_the_scored_ru
          metrics=None if failed else {"step": bleu[-1][0], "steps": [bleu[-1][0]], "examples": 1000, "bleu": test},
          curves={"eval/bleu": bleu})
   markdown = report.render_markdown(report.collect([str(root)]))
-  rows = _table_rows(markdown, "Over random seeds")
+  rows = table_rows(markdown, "Over random seeds")
   assert [(r["point"], r["scored runs"], r["BLEU mean"], r["BLEU min–max"], r["validation BLEU at step 500 mean"],
            r["validation BLEU at step 500 min–max"]) for r in rows] == [
       ("heads1", "2", "29.75", "29.00–30.50", "24.75", "24.00–25.50"),
@@ -337,7 +325,7 @@ def test_a_run_outside_the_sweep_with_a_points_config_stands_in_for_it(tmp_path)
       ("heads16", "heads/heads16/seed0", "running")]
   assert heads["stand_ins"] == 2
   markdown = report.render_markdown(report.collect([str(root)], curves=False))
-  rows = _table_rows(markdown, "Over random seeds")
+  rows = table_rows(markdown, "Over random seeds")
   assert [(r["point"], r["random seeds"], r["BLEU mean"]) for r in rows][:2] == [("heads1", "0", "28.00"),
                                                                                   ("heads4", "0, 1", "29.25")]
   assert "A `stand-in` row is a run of the same experiment outside this sweep" in markdown
@@ -382,7 +370,7 @@ def test_runs_without_config_are_placed_from_their_experiment(tmp_path):
                                                                                          "wmt14_en_fr", "pending")
   assert (records["luong"]["label"], records["luong"]["state"]) == ("LSTM + Luong (dot)", "running")
   assert records["done"]["state"] == "no evaluation"
-  rows = {row["run"]: row for row in _table_rows(report.render_markdown(list(records.values())), "## Translation")}
+  rows = {row["run"]: row for row in table_rows(report.render_markdown(list(records.values())), "## Translation")}
   assert rows["big"]["wmt14_en_fr BLEU"] == "pending (seed 41.8)"
   assert rows["luong"]["wmt14_en_de BLEU"] == "running"
   assert rows["done"]["wmt14_en_fr BLEU"] == "no evaluation (seed 34.81)"
@@ -428,7 +416,7 @@ def test_an_earlier_reports_results_json_is_reported_again_and_a_workdir_superse
                                                                                                  str(archive))
   assert records["b"]["eval_curves"]["eval/bleu"] == [list(p) for p in BLEU_CURVE]
   markdown = report.render_markdown(list(records.values()))
-  rows = {row["run"]: row for row in _table_rows(markdown, "## Translation")}
+  rows = {row["run"]: row for row in table_rows(markdown, "## Translation")}
   assert rows["a"]["wmt14_en_de BLEU"].startswith("19.00") and rows["b"]["wmt14_en_de BLEU"].startswith("21.50")
   assert f"1 of them as `{archive}` recorded them" in markdown
 
@@ -501,7 +489,7 @@ def test_report_from_and_to_a_bucket(runs, fake_gcs_server):  # noqa: F811  pyli
   out = f"{fake_gcs_server.root}/report"
   markdown = report.write_report([bucket_runs], out)
   assert fs.read_text(fs.join(out, "results.md")) == markdown
-  rows = {row["run"]: row for row in _table_rows(markdown, "## Translation")}
+  rows = {row["run"]: row for row in table_rows(markdown, "## Translation")}
   assert rows["base"]["wmt14_en_de BLEU"] == "27.12 (seed 27.3)"
   assert rows["heads/heads16"]["wmt14_en_de BLEU"] == "failed (seed 27.3)"
   _assert_png(fs.join(out, "ablation_heads.png"))

@@ -4,12 +4,14 @@ TPU VM and SLURM targets against the command lines they must produce, and clear 
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from launch import launch as launch_lib
+from tests.markdown_tables import table_rows
 
 # one worker runs this module's tests (make test: --dist=loadgroup), so its module fixture is built once
 pytestmark = pytest.mark.xdist_group("tests/launch/test_launch.py")
@@ -66,17 +68,34 @@ def test_relaunching_skips_the_points_already_done(sweep_root):
 
 
 def test_report_of_the_sweep_shows_the_runs_own_numbers(sweep_root, tmp_path):
-  from attnjax import report  # pylint: disable=g-import-not-at-top
+  """Each run's row, in the sweep's table and in the task table, carries that run's own scores and steps: swapped or
+  shared rows fail. Six steps leave both tiny models at the same scores, so a copy of the sweep gets distinct ones."""
+  root = tmp_path / "study"
+  shutil.copytree(sweep_root, root)
+  for point, scores in (("heads2", {"bleu": 12.345, "exact_match": 56.789}),
+                        ("heads4", {"bleu": 23.456, "exact_match": 67.891})):
+    path = root / "dates_transformer" / "heads" / point / "metrics.test.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **scores}))
   out = tmp_path / "report"
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  proc = subprocess.run([sys.executable, "-m", "attnjax.report", f"--runs={sweep_root}", f"--out={out}"], cwd=ROOT,
+  proc = subprocess.run([sys.executable, "-m", "attnjax.report", f"--runs={root}", f"--out={out}"], cwd=ROOT,
                         env=env, capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   markdown = (out / "results.md").read_text()
-  for point in ("heads2", "heads4"):
-    metrics = json.loads((sweep_root / "dates_transformer" / "heads" / point / "metrics.test.json").read_text())
-    assert f"{metrics['bleu']:.2f}" in markdown
-  assert report is not None
+  sweep_rows = {row["point"]: row for row in table_rows(markdown, "### dates_transformer: sweep `heads`")}
+  task_rows = {row["point"]: row for row in table_rows(markdown, "## Translation")}
+  assert sorted(sweep_rows) == sorted(task_rows) == ["heads2", "heads4"]
+  for point, heads in (("heads2", 2), ("heads4", 4)):
+    workdir = root / "dates_transformer" / "heads" / point
+    metrics = json.loads((workdir / "metrics.test.json").read_text())
+    row = sweep_rows[point]
+    assert row["EM"] == f"{metrics['exact_match']:.2f}"  # a synthetic task's sweep ranks by exact match
+    assert row["overrides"] == f"model.num_heads={heads}" and row["status"] == "done"
+    assert row["steps"] == "6" and row["run"].endswith(f"heads/{point}")
+    row = task_rows[point]
+    assert row["dates BLEU"].split(" ")[0] == f"{metrics['bleu']:.2f}"
+    assert row["dates EM"].split(" ")[0] == f"{metrics['exact_match']:.2f}"
+    assert row["split"] == "test" and row["run"].endswith(f"heads/{point}")
 
 
 def test_tpu_vm_dry_run_prints_the_gcloud_commands_and_runs_nothing(tmp_path):

@@ -105,17 +105,21 @@ def _result(proc):
   return json.loads(out.strip().splitlines()[-1])
 
 
-def _hypotheses(result):
+def _take_hypotheses(result):
+  """Reads a run's hypotheses file and removes it, so that the next run must write its own."""
   with open(result["hypotheses"], encoding="utf-8") as f:
-    return f.read()
+    text = f.read()
+  os.remove(result["hypotheses"])
+  return text
 
 
 def test_eight_devices_and_two_processes_give_the_one_device_hypotheses_each_decoding_its_share(run):
   workdir, _ = run
   one = _result(_spawn("evaluate", 1, f"--workdir={workdir}"))
-  reference = _hypotheses(one)
+  reference = _take_hypotheses(one)
+  assert len(reference.split("\n")) == N_TEST + 1  # one line per example
   eight = _result(_spawn("evaluate", 8, f"--workdir={workdir}"))
-  assert eight["devices"] == 8 and _hypotheses(eight) == reference
+  assert eight["devices"] == 8 and _take_hypotheses(eight) == reference
   assert eight["bleu"] == one["bleu"]
   # eval.batch_size 12 rounds up to 16 rows on 8 devices: every device's program decodes 2 of them
   assert {shape[0] for shape in eight["traced_shapes"]} == {2}
@@ -124,7 +128,7 @@ def test_eight_devices_and_two_processes_give_the_one_device_hypotheses_each_dec
            for i in range(2)]
   results = [_result(p) for p in procs]
   assert all(r["processes"] == 2 and r["devices"] == 4 for r in results)
-  assert _hypotheses(results[0]) == reference
+  assert _take_hypotheses(results[0]) == reference
   assert all(r["bleu"] == one["bleu"] for r in results)  # process 0 scored, process 1 received its numbers
   assert {shape[0] for r in results for shape in r["traced_shapes"]} == {3}  # 12 rows over 4 devices
 
@@ -194,7 +198,8 @@ def test_translate_writes_one_line_per_input_line_and_n_best_lists(run, tmp_path
                   f"--input={os.path.join(data, 'test.en')}", f"--output={output}"], cwd=ROOT, env=env, check=True,
                  capture_output=True, text=True)
   translations = output.read_text(encoding="utf-8").split("\n")[:-1]
-  evaluated = _hypotheses(scoring.evaluate_checkpoint(workdir, split="test", checkpoint="latest")).split("\n")[:-1]
+  evaluated = scoring.evaluate_checkpoint(workdir, split="test", checkpoint="latest")
+  evaluated = _take_hypotheses(evaluated).split("\n")[:-1]
   assert translations == evaluated and len(translations) == len(sources)  # same search, same order
   proc = subprocess.run([sys.executable, "-m", "attnjax.translate", f"--workdir={workdir}", "--checkpoint=latest",
                          "--n_best=3", "--beam_size=4"], cwd=ROOT, env=env, check=True, capture_output=True, text=True,
