@@ -7,7 +7,10 @@ import shutil
 import tempfile
 
 # libtpu is installed for the compile tool's TPU topologies: keep every test process (and its subprocesses) on the
-# CPU instead of probing for TPU chips at start-up
+# CPU instead of probing for TPU chips at start-up. ATTNJAX_TEST_PLATFORMS opts into an accelerator instead, for the
+# tests marked `gpu` (`ATTNJAX_TEST_PLATFORMS=cuda pytest -m gpu`): without it they are skipped, even on a GPU host.
+if os.environ.get("ATTNJAX_TEST_PLATFORMS"):
+  os.environ["JAX_PLATFORMS"] = os.environ["ATTNJAX_TEST_PLATFORMS"]
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 # One JAX persistent compilation cache per test session, shared by the xdist workers and every subprocess (they

@@ -454,12 +454,15 @@ def _scenario(ctx: Context, faults: list[Fault], label: str, processes: str) -> 
           prefix = tmpfs.prefix
         view = tmpfs.view if tmpfs else workdir
         for i, fault in enumerate(faults):
-          step, message = _fault_run(ctx, fault, f"{name}.{i}", str(workdir), view, prefix, tmpfs)
+          newest = None if i and faults[i - 1].kind == "torn" else max(_committed(view), default=0)
+          step, message = _fault_run(ctx, fault, f"{name}.{i}", str(workdir), view, prefix, tmpfs, newest)
           steps.append(step)
           messages.append(message)
+        newest = None if faults[-1].kind == "torn" else max(_committed(view), default=0)
         restored = _resume(ctx, str(workdir), name, prefix=prefix)
         if faults[-1].kind == "torn" and re.search(rf"restored step {_torn_step(steps[-1])}\b", restored):
           raise Failed(f"the torn step {_torn_step(steps[-1])} was taken for a checkpoint")
+        _check_resumed_from(newest, _restored_step(restored), "the restart")
         messages.append(f"restart: {restored or 'from scratch'}")
         workdir = view
       diff = differences(final_state(str(workdir), env), ctx.reference)
@@ -481,9 +484,24 @@ def _torn_step(label: str) -> int:
   return int(label.split(" ")[0])
 
 
-def _fault_run(ctx: Context, fault: Fault, name: str, workdir: str, view: Path, prefix: tuple, tmpfs) -> tuple:
+def _restored_step(text: str) -> int:
+  """The step of the first "restored step N" line of a log (0: the run started from scratch)."""
+  found = re.search(r"restored step (\d+)", text)
+  return int(found.group(1)) if found else 0
+
+
+def _check_resumed_from(newest: int | None, restored: int, what: str) -> None:
+  """A launch must resume from the newest checkpoint committed before it (None: not checked, after a torn step)."""
+  if newest is not None and restored != newest:
+    raise Failed(f"{what} resumed from {f'step {restored}' if restored else 'scratch'}, but step {newest} was the "
+                 "newest committed checkpoint")
+
+
+def _fault_run(ctx: Context, fault: Fault, name: str, workdir: str, view: Path, prefix: tuple, tmpfs,
+               newest: int | None = None) -> tuple:
   """One launch of both processes on ``workdir`` (resuming whatever is there) that ``fault`` hits, and the checks
-  of how they end; returns (where the fault landed, what happened)."""
+  of how they end; returns (where the fault landed, what happened). The launch must resume from ``newest``, the
+  newest checkpoint committed before it (0: none; None: not checked)."""
   kind, hit = fault.kind, fault.processes
   survivors = tuple(i for i in (0, 1) if i not in hit)
   cluster = Cluster(ctx, workdir, name, prefix=prefix)
@@ -561,7 +579,9 @@ def _fault_run(ctx: Context, fault: Fault, name: str, workdir: str, view: Path, 
       raise ValueError(f"unknown fault kind {kind!r}")
   finally:
     cluster.kill()  # what is left (a frozen process) is killed, as an operator or a scheduler would
-  return label, message
+  restored = _restored_step(cluster.log(0))
+  _check_resumed_from(newest, restored, "the launch")
+  return label, f"{f'resumed from step {restored}' if restored else 'from scratch'}: {message}"
 
 
 def _committed(view: Path) -> list[int]:

@@ -7,6 +7,8 @@ restart of all processes, the final train state and data position must be bit-id
 One test, so that the reference run is made once (a module fixture would be made again on each pytest-xdist worker).
 """
 
+import re
+
 import pytest
 
 from tools import faults
@@ -24,11 +26,20 @@ def test_quick_faults_end_bit_identical_to_an_uninterrupted_two_process_run(tmp_
     assert row.ok, f"{row.fault}: {row.message}"
     assert row.identical == "yes"
   chain = rows[0].message
-  # each fault did what it is meant to: the survivor of kill -9 named its failure, both were killed as the write of
-  # step 16 began (its temporary directory had appeared), the SIGSTOP was diagnosed by the peer watchdog naming
-  # process 0, the disk really filled up
+  # each fault did what it is meant to: the survivor of kill -9 named its failure, both were killed while the write of
+  # step 16 was in flight (its temporary directory there, the step not committed), the SIGSTOP was diagnosed by the
+  # peer watchdog naming process 0, the disk really filled up
   assert "process 0 of 2 (host" in chain and "failed while" in chain
-  assert "write of step 16 " in chain
+  assert "write of step 16 in flight at the kill" in chain
+  # each launch resumed from the newest committed checkpoint (the harness checks it against the checkpoint directory
+  # and fails otherwise); the launch after the in-flight kill from step 12, the write before it
+  starts = re.findall(r"(?:^|; )(from scratch|resumed from step \d+): ", chain)
+  assert starts[0] == "from scratch" and len(starts) == len(rows[0].step.split(", ")), chain
+  resumed = [0 if start == "from scratch" else int(start.split()[-1]) for start in starts]
+  assert resumed == sorted(resumed), chain
+  after_the_write = re.search(r"write of step 16 in flight at the kill.*?; resumed from step (\d+): ", chain)
+  assert after_the_write and after_the_write.group(1) == "12", chain
+  assert "restart: checkpoint: restored step" in chain
   assert "peer timeout: process 1 of 2" in chain and "process 0 (" in chain
   if no_tmpfs:
     pytest.skip(f"the full-disk fault was left out: {no_tmpfs}")

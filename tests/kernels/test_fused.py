@@ -115,15 +115,24 @@ def test_auto_choice_per_platform_and_its_fallbacks():
     assert impl == "xla" and "weights" in reason
 
 
-def test_auto_equals_xla_on_this_cpu_for_short_and_long_inputs():
+def test_auto_equals_xla_on_this_cpu_for_short_and_long_inputs(monkeypatch):
+  from attnjax.kernels import dot_product  # pylint: disable=g-import-not-at-top
+  ran = []
+  for name, target in (("xla", dot_product), ("blockwise", dot_product.blockwise)):
+    attribute = f"{name}_attention"
+    original = getattr(target, attribute)
+    monkeypatch.setattr(target, attribute, lambda *a, _o=original, _n=name, **k: ran.append(_n) or _o(*a, **k))
   for t, want in ((64, "xla"), (1024, "blockwise")):
     q, k, v = _qkv(1, t, t, 2, 16)
+    assert _choose("cpu", t=t, s=t, dtype=jnp.float32)[0] == want
+    ran.clear()
     with fused.record_fused_calls() as calls:
       auto = scaled_dot_product_attention(q, k, v, is_causal=True, implementation="auto")
-    assert not calls
+    assert not calls and ran == [want]  # the dispatcher ran what it chose
+    ran.clear()
     np.testing.assert_allclose(auto, scaled_dot_product_attention(q, k, v, is_causal=True, implementation="xla"),
                                atol=2e-5)
-    assert _choose("cpu", t=t, s=t, dtype=jnp.float32)[0] == want
+    assert ran == ["xla"]
 
 
 @pytest.mark.parametrize("implementation,platform", [("pallas_tpu", "TPU"), ("cudnn", "GPU")])
@@ -178,12 +187,30 @@ def test_splash_attention_sharded_over_a_mesh_in_shard_map():
   assert float(proc.stdout.strip().splitlines()[-1]) < 2e-5
 
 
-@pytest.mark.skipif(jax.default_backend() != "gpu", reason="cuDNN attention needs a GPU; this machine has none")
-def test_cudnn_attention_equals_xla_on_gpu():
+@pytest.mark.gpu
+@pytest.mark.skipif(jax.default_backend() != "gpu",
+                    reason="cuDNN attention needs a GPU: ATTNJAX_TEST_PLATFORMS=cuda pytest -m gpu on a GPU host")
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_cudnn_attention_equals_xla_on_gpu_and_auto_takes_it(is_causal):
+  """Values and gradients of cuDNN's fused attention against XLA's in bfloat16, with packed segments and key padding
+  (the Transformer's masks), and ``"auto"`` dispatching to it."""
   q, k, v = (x.astype(jnp.bfloat16) for x in _qkv(2, 128, 128, 2, 64))
   seg = jnp.asarray(np.stack([_packed([50, 60], 128), _packed([128], 128)]))
-  got = scaled_dot_product_attention(q, k, v, is_causal=True, q_segment_ids=seg, kv_segment_ids=seg,
-                                     implementation="cudnn")
-  want = scaled_dot_product_attention(q, k, v, is_causal=True, q_segment_ids=seg, kv_segment_ids=seg,
-                                      implementation="xla")
-  np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32), atol=2e-2)
+  cotangent = jax.random.normal(jax.random.PRNGKey(1), q.shape).astype(jnp.bfloat16)
+
+  def run(implementation):
+    def loss(q, k, v):
+      out = scaled_dot_product_attention(q, k, v, is_causal=is_causal, q_segment_ids=seg, kv_segment_ids=seg,
+                                         implementation=implementation)
+      return jnp.sum(out.astype(jnp.float32) * cotangent.astype(jnp.float32)), out
+    with fused.record_fused_calls() as calls:
+      (_, out), grads = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2), has_aux=True))(q, k, v)
+    return out, grads, calls
+
+  want, want_grads, _ = run("xla")
+  for implementation in ("cudnn", "auto"):
+    got, got_grads, calls = run(implementation)
+    assert [c[0] for c in calls] == ["cudnn"], implementation
+    np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32), atol=2e-2)
+    for g, w in zip(got_grads, want_grads):
+      np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(w, np.float32), atol=5e-2, rtol=5e-2)

@@ -67,13 +67,43 @@ def test_meteor_without_wordnet_fails_at_start_with_the_install_command(workdir,
   Experiment(config, workdir).checkpointer.close()
 
 
-def test_a_packed_run_evaluates_its_unpacked_validation_batches(tmp_path):
+def test_a_packed_run_evaluates_its_unpacked_validation_batches(tmp_path, monkeypatch):
+  """Training rows are packed; the validation loss is over the unpacked examples, one per row, every one of them, and
+  equals the per-token NLL of each example run alone through the model."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from attnjax import inference  # pylint: disable=g-import-not-at-top
+  from attnjax.training import loop  # pylint: disable=g-import-not-at-top
+  seen = []
+  original = loop.validation_loss
+
+  def spy(eval_step, params, batches, mesh, rules):
+    batches = list(batches)
+    seen.append(batches)
+    return original(eval_step, params, batches, mesh, rules)
+
+  monkeypatch.setattr(loop, "validation_loss", spy)
   config = tiny_config((1, 1, 1))
   config.data.pack, config.data.bucket_boundaries = True, None
-  config.train.steps = config.train.eval_every = config.train.log_every = 2
+  config.train.steps = config.train.eval_every = config.train.log_every = config.train.checkpoint_every = 2
   config.eval.num_decode_examples = 8
   result = train_and_evaluate(config, str(tmp_path))
-  assert result["step"] == 2 and result["loss"] > 0 and "exact_match" in result
+  assert result["step"] == 2
+  (batches,) = seen
+  assert all("src_segment_ids" not in b and "tgt_segment_ids" not in b for b in batches)
+  rows = [(b, i) for b in batches for i in range(b["tgt_mask"].shape[0]) if b["tgt_mask"][i].any()]
+  assert len(rows) == config.data.validation_examples  # every example, one per row
+  loaded = inference.load_workdir(str(tmp_path), checkpoint="latest")
+  assert loaded.step == 2
+  nll, tokens = 0.0, 0
+  for b, i in rows:
+    s, t = int(b["src_mask"][i].sum()), int(b["tgt_mask"][i].sum())
+    logits = loaded.model.apply({"params": loaded.params}, b["src"][i:i + 1, :s], b["tgt_in"][i:i + 1, :t],
+                                b["src_mask"][i:i + 1, :s], deterministic=True)
+    log_probs = np.asarray(jax.nn.log_softmax(np.asarray(logits, np.float64)[0], axis=-1))
+    nll -= log_probs[np.arange(t), b["tgt_out"][i, :t]].sum()
+    tokens += t
+  assert result["nll"] == pytest.approx(nll / tokens, rel=1e-4)
 
 
 def test_a_best_metric_outside_the_evaluation_fails_before_training(tmp_path):
