@@ -101,6 +101,23 @@ def _assert_png(path):
   assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
 
 
+def test_a_point_without_a_score_is_a_gap_in_the_ablation_plot_not_a_zero(runs, tmp_path, monkeypatch):
+  """The failed heads16 run: its point carries no marker, the line through the means breaks there (NaN), and its
+  state is written at the bottom of the plot."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from attnjax.report import plots  # pylint: disable=g-import-not-at-top
+  figures = []
+  monkeypatch.setattr(plots, "_write_png", lambda figure, path: figures.append(figure))
+  (sweep,) = report.sweeps(report.collect([str(runs)]))
+  assert sweep["points"] == ["heads8", "heads16"]
+  plots.plot_ablation(sweep, tmp_path / "ablation.png")
+  (ax,) = figures[0].axes
+  *markers, means = ax.lines
+  assert [(list(line.get_xdata()), list(line.get_ydata())) for line in markers] == [([0], [25.5])]
+  assert means.get_ydata()[0] == 25.5 and np.isnan(means.get_ydata()[1])
+  assert [text.get_text() for text in ax.texts] == ["failed"]
+
+
 def test_tensorboard_reader_returns_the_scalars_written(runs):
   scalars = report.read_scalars(runs / "base" / "tensorboard")
   assert scalars == {"eval/bleu": BLEU_CURVE, "eval/loss": LOSS_CURVE, "train/loss": [(5, 6.0), (10, 5.0)],

@@ -10,6 +10,7 @@ from tensorboardX import SummaryWriter
 from attnjax import report
 from attnjax.config import base_config
 from attnjax.report import scaling
+from tests.markdown_tables import table_rows
 
 
 def test_power_law_fit_recovers_a_known_law_and_matches_numpy_polyfit():
@@ -28,36 +29,52 @@ def test_power_law_fit_recovers_a_known_law_and_matches_numpy_polyfit():
     scaling.fit_power_law([1e6, 1e6, 2e6], [3.0, 3.1, 2.9])
 
 
-@pytest.mark.parametrize("d_model,layers", [(64, 3), (128, 2)])
-def test_non_embedding_parameters_follow_the_transformer_layer_formula(d_model, layers):
+def _by_hand(d: int, layers: int) -> int:
+  """Non-embedding parameters of a pre-norm encoder-decoder Transformer with d_ff = 4d, from its layers' shapes."""
+  f = 4 * d
+  attention, ffn, norm = 4 * d * d + 4 * d, 2 * d * f + f + d, 2 * d  # q, k, v, out (+ biases); two dense; LayerNorm
+  return layers * (attention + ffn + 2 * norm) + layers * (2 * attention + ffn + 3 * norm) + 2 * norm  # + final
+
+
+def _config(d_model: int, layers: int):
   config = base_config()
   config.model.update(d_model=d_model, d_ff=4 * d_model, num_encoder_layers=layers, num_decoder_layers=layers,
                       pre_norm=True, positional="learned")
-  d, f = d_model, 4 * d_model
-  attention, ffn, norm = 4 * d * d + 4 * d, 2 * d * f + f + d, 2 * d  # q, k, v, out (+ biases); two dense; LayerNorm
-  expected = layers * (attention + ffn + 2 * norm) + layers * (2 * attention + ffn + 3 * norm) + 2 * norm  # + final
-  assert scaling.non_embedding_params({"model": config.model.to_dict(), "data": {"vocab_size": 500}}) == expected
+  return config
+
+
+@pytest.mark.parametrize("d_model,layers", [(64, 3), (128, 2)])
+def test_non_embedding_parameters_follow_the_transformer_layer_formula(d_model, layers):
+  config = _config(d_model, layers)
+  assert scaling.non_embedding_params({"model": config.model.to_dict(), "data": {"vocab_size": 500}}) == _by_hand(
+      d_model, layers)
 
 
 def test_report_fits_the_size_sweep_from_its_runs_validation_nll(tmp_path):
-  """Three runs of a `size` sweep whose best eval/nll follow L = (1e6 / N)^0.1 exactly (the last point of each curve
-  is worse, so the best one must be picked): the report's α is 0.1."""
+  """Three runs of a `size` sweep whose best eval/nll follow L = (1e6 / N)^0.1 exactly, N counted by hand (the last
+  point of each curve is worse, so the best one must be picked): the report's N column is the hand count and its α
+  is 0.1."""
   root = tmp_path / "runs"
   for d in (32, 64, 128):
-    config = base_config()
-    config.model.update(d_model=d, d_ff=4 * d)
+    config = _config(d, 2)
     run = root / "size" / f"d{d}"
     run.mkdir(parents=True)
     (run / "config.json").write_text(config.to_json_best_effort())
     (run / "launch.json").write_text(json.dumps({"experiment_name": "toy/transformer", "sweep": "size",
                                                  "point": f"d{d}", "status": "done"}))
-    best = (1e6 / scaling.non_embedding_params(json.loads(config.to_json_best_effort()))) ** 0.1
+    best = (1e6 / _by_hand(d, 2)) ** 0.1
     writer = SummaryWriter(str(run / "tensorboard"))
     for step, value in ((100, best + 0.5), (200, best), (300, best + 0.25)):
       writer.add_scalar("eval/nll", value, step)
     writer.close()
   markdown = report.write_report([str(root)], str(tmp_path / "report"))
   assert "## Loss against model size" in markdown and "### toy/transformer: sweep `size`" in markdown
+  rows = {row["point"]: row for row in table_rows(markdown, "## Loss against model size")}
+  assert sorted(rows) == ["d128", "d32", "d64"]
+  for d in (32, 64, 128):
+    assert rows[f"d{d}"]["non-embedding parameters"] == f"{_by_hand(d, 2):,}"
+    assert float(rows[f"d{d}"]["best validation NLL"]) == pytest.approx((1e6 / _by_hand(d, 2)) ** 0.1, abs=1e-4)
+    assert rows[f"d{d}"]["at step ≤"] == "300"  # the steps the run trained
   alpha = float(markdown.split("**α = ")[1].split(" ±")[0])
   assert alpha == pytest.approx(0.1, abs=2e-3)  # TensorBoard stores float32
   assert (tmp_path / "report" / "scaling_toy_transformer.png").read_bytes().startswith(b"\x89PNG")

@@ -245,6 +245,15 @@ class Checkpointer:
     self.manager.wait_until_finished()
     self.manager.close()
 
+  def finish_after_error(self) -> None:
+    """After an error of a one-process run: lets the write in flight commit and closes, so that an exception in the
+    training loop does not cost the checkpoint being written. A failure of that write is logged, not raised over the
+    error being handled."""
+    try:
+      self.close()
+    except Exception as e:  # pylint: disable=broad-except
+      logging.error("checkpoint: the write in flight failed after the run's error: %s", self._write_error(e))
+
 
 def _processes_that_failed(failed_here: bool) -> list[int]:
   """The indices of the processes for which ``failed_here`` is True (one all-gather when there are several)."""

@@ -283,7 +283,8 @@ def train_and_evaluate(config, workdir: str, on_step=None, *, allow_config_chang
   given, is called after every optimizer step (profilers, tests that interrupt the run). ``train.time_limit_minutes``
   counts the training time of the whole run, across restarts (it is kept in every checkpoint).
 
-  On several processes, a process that cannot go on ends at once instead of raising: an error here (a peer died under
+  On one process, an error (an exception in a step, Ctrl-C) lets the checkpoint write in flight commit before it
+  propagates. On several processes, a process that cannot go on ends at once instead of raising: an error here (a peer died under
   a collective, a full disk under a checkpoint write, ...) leaves its peers blocked in collectives and barriers, and
   Python's exit would wait for Orbax's background writer, itself blocked on a barrier with a dead peer, until the
   distributed runtime's heartbeat timeout. The error is logged with this process's index and host and the process
@@ -292,10 +293,13 @@ def train_and_evaluate(config, workdir: str, on_step=None, *, allow_config_chang
   """
   maybe_initialize_distributed(config.distributed)
   watchdog = PeerWatchdog.start_if_multihost(config.distributed, str(fs.join(workdir, "checkpoints")))
+  opened: list = []  # the run's Experiment, once made
   try:
-    return _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog)
+    return _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog, opened)
   except BaseException as e:  # pylint: disable=broad-except
     if watchdog is None:
+      for exp in opened:  # one process: the write in flight commits before the error propagates
+        exp.checkpointer.finish_after_error()
       raise
     exit_now(1, f"{this_process()} failed while {watchdog.where}: {type(e).__name__}: {e}\nExiting without "
               f"waiting for the other processes or for checkpoint writes in flight (a step is a checkpoint only once "
@@ -307,7 +311,7 @@ def train_and_evaluate(config, workdir: str, on_step=None, *, allow_config_chang
       watchdog.stop()
 
 
-def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog) -> dict:
+def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog, opened: list) -> dict:
   where = (lambda text: setattr(watchdog, "where", text)) if watchdog is not None else (lambda text: None)
   config_lib.validate(config)
   provenance.check_resume(workdir, config, allow_change=allow_config_change)  # before config.json is overwritten
@@ -319,6 +323,7 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog)
     from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
     multihost_utils.sync_global_devices("attnjax warm start vocabulary")
   exp = Experiment(config, workdir)
+  opened.append(exp)
   _check_best_metric(config.train.best_metric, exp.metrics)  # an evaluation of a checkpoint ranks nothing
   config_lib.save_config(config, workdir)
   t = config.train

@@ -205,6 +205,9 @@ def test_seq2seq_batcher_takes_the_pairs(spm_vocab):
   common = dict(batch_size=8, max_src_len=64, max_tgt_len=64, shuffle=True, seed=3)
   from_tokens, from_lists = Seq2SeqBatcher(tokens.as_pairs(), **common), Seq2SeqBatcher(as_lists, **common)
   assert from_tokens.state() == from_lists.state()  # same examples and lengths: same fingerprint
-  for a, b in zip(from_tokens.iterate_epoch(0), from_lists.iterate_epoch(0)):
+  batches = list(from_tokens.iterate_epoch(0)), list(from_lists.iterate_epoch(0))
+  assert len(batches[0]) == len(batches[1]) >= 2
+  for a, b in zip(*batches):
+    assert sorted(a) == sorted(b)
     for key in a:
       np.testing.assert_array_equal(a[key], b[key])

@@ -1,6 +1,7 @@
 """Orbax checkpoints: exact resumption after SIGTERM or a crash, damaged checkpoints skipped, best kept."""
 
 import os
+import re
 import signal
 
 import jax
@@ -50,7 +51,7 @@ def straight_run(tmp_path_factory):
   return _final_params(workdir)
 
 
-def test_sigterm_after_step_17_saves_and_resume_matches_an_uninterrupted_run(straight_run, tmp_path):
+def test_sigterm_after_step_17_saves_and_resume_matches_an_uninterrupted_run(straight_run, tmp_path, caplog):
   workdir = str(tmp_path)
 
   def preempt(step):
@@ -60,7 +61,9 @@ def test_sigterm_after_step_17_saves_and_resume_matches_an_uninterrupted_run(str
   result = train_and_evaluate(_config(), workdir, on_step=preempt)
   assert result["step"] == 17
   assert 17 in Checkpointer(os.path.join(workdir, "checkpoints")).steps()
-  train_and_evaluate(_config(), workdir)
+  with caplog.at_level("INFO"):
+    train_and_evaluate(_config(), workdir)
+  assert re.findall(r"checkpoint: restored step (\d+)", caplog.text)[:1] == ["17"]
   step, params = _final_params(workdir)
   assert step == straight_run[0] == 30
   _assert_same_params(params, straight_run[1])
@@ -70,7 +73,7 @@ class _Crash(Exception):
   pass
 
 
-def test_crash_after_step_17_resumes_from_step_10_and_matches_an_uninterrupted_run(straight_run, tmp_path):
+def test_crash_after_step_17_resumes_from_step_10_and_matches_an_uninterrupted_run(straight_run, tmp_path, caplog):
   workdir = str(tmp_path)
 
   def crash(step):
@@ -79,7 +82,10 @@ def test_crash_after_step_17_resumes_from_step_10_and_matches_an_uninterrupted_r
 
   with pytest.raises(_Crash):
     train_and_evaluate(_config(), workdir, on_step=crash)
-  train_and_evaluate(_config(), workdir)
+  assert Checkpointer(os.path.join(workdir, "checkpoints")).steps() == [10]
+  with caplog.at_level("INFO"):
+    train_and_evaluate(_config(), workdir)
+  assert re.findall(r"checkpoint: restored step (\d+)", caplog.text)[:1] == ["10"]
   step, params = _final_params(workdir)
   assert step == 30
   _assert_same_params(params, straight_run[1])
