@@ -118,6 +118,22 @@ def test_a_point_without_a_score_is_a_gap_in_the_ablation_plot_not_a_zero(runs, 
   assert [text.get_text() for text in ax.texts] == ["failed"]
 
 
+def test_runs_whose_task_or_model_is_unknown_are_listed_apart_with_their_state(runs, tmp_path):
+  """A run of an experiment the report cannot place (no config.json, or one that is not JSON) is named in "Runs not
+  placed in a table" with its experiment, point and state, and in no other table."""
+  _run(runs / "lab" / "mystery", launch=_launch("lab/mystery_model", point="p1"),
+       metrics={"step": 30, "steps": [30], "examples": 10, "bleu": 12.5})
+  unreadable = _run(runs / "lab" / "torn_config", launch=_launch("lab/other", status="running"))
+  (unreadable / "config.json").write_text('{"model": ')
+  markdown = report.write_report([str(runs)], str(tmp_path / "report"))
+  unplaced = table_rows(markdown, "## Runs not placed in a table")
+  assert unplaced == [{"run": "lab/mystery", "experiment": "lab/mystery_model", "point": "p1", "state": "evaluated"},
+                      {"run": "lab/torn_config", "experiment": "lab/other", "point": "default",
+                       "state": "unreadable: config.json"}]
+  placed = markdown[:markdown.index("## Runs not placed in a table")]
+  assert "lab/mystery" not in placed and "lab/torn_config" not in placed and "12.50" not in placed
+
+
 def test_tensorboard_reader_returns_the_scalars_written(runs):
   scalars = report.read_scalars(runs / "base" / "tensorboard")
   assert scalars == {"eval/bleu": BLEU_CURVE, "eval/loss": LOSS_CURVE, "train/loss": [(5, 6.0), (10, 5.0)],

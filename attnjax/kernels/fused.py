@@ -70,6 +70,21 @@ def compiling_for(platform: Optional[str]):
     _TARGET_PLATFORM.pop()
 
 
+_INTERPRET: list = []  # set by interpret_pallas
+
+
+@contextlib.contextmanager
+def interpret_pallas():
+  """Within the block, the Pallas TPU kernels traced (``"pallas_tpu"``, also when ``"auto"`` picks it) run in the
+  Pallas interpreter: with :func:`compiling_for` ``("tpu")``, a model's splash-attention path runs on a CPU, for
+  tests."""
+  _INTERPRET.append(True)
+  try:
+    yield
+  finally:
+    _INTERPRET.pop()
+
+
 def platform() -> str:
   """The platform attention is traced for: the innermost :func:`compiling_for`, else ``jax.default_backend()``."""
   return _TARGET_PLATFORM[-1] if _TARGET_PLATFORM and _TARGET_PLATFORM[-1] else jax.default_backend()
@@ -199,7 +214,8 @@ def splash_attention(query, key, value, *, q_segment_ids=None, kv_segment_ids=No
     spec: how ``[B, T, N, H]`` is split over the mesh of :func:`attention_mesh` (or of ``jax.set_mesh``); the
       length axis must not be split. The kernel then runs per shard in ``jax.shard_map``. Without a spec or a mesh
       it runs on the global arrays, which is right on one device only.
-    interpret: run the kernel in the Pallas interpreter (any backend; for tests on CPU).
+    interpret: run the kernel in the Pallas interpreter (any backend; for tests on CPU); also within
+      :func:`interpret_pallas`.
 
   Returns:
     ``[B, T, N, H]`` in the query dtype.
@@ -209,7 +225,7 @@ def splash_attention(query, key, value, *, q_segment_ids=None, kv_segment_ids=No
   scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
   q_seg = jnp.ones((b, t), jnp.int32) if q_segment_ids is None else q_segment_ids.astype(jnp.int32)
   kv_seg = jnp.ones((b, s), jnp.int32) if kv_segment_ids is None else kv_segment_ids.astype(jnp.int32)
-  local = functools.partial(_splash_local, is_causal=is_causal, scale=scale, interpret=interpret)
+  local = functools.partial(_splash_local, is_causal=is_causal, scale=scale, interpret=interpret or bool(_INTERPRET))
   mesh = _MESH[-1] if _MESH else jax.sharding.get_abstract_mesh()
   if spec is None or mesh.empty or all(axis is None for axis in spec):
     return local(query, key, value, q_seg, kv_seg)

@@ -211,3 +211,42 @@ def test_seq2seq_batcher_takes_the_pairs(spm_vocab):
     assert sorted(a) == sorted(b)
     for key in a:
       np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_a_tasks_cache_is_kept_across_batching_changes_and_renewed_when_its_text_changes(tmp_path, caplog):
+  """The cache file of a text task's split is named by the task's source key: tuning the batches (lengths, batch
+  size, buckets, packing, truncation, vocabulary padding) reads the same file; pointing a split at another file,
+  even one with the same text, encodes into a new one."""
+  import copy  # pylint: disable=g-import-not-at-top
+  from attnjax.config import base_config  # pylint: disable=g-import-not-at-top
+  from attnjax.data.tasks import load_task, use_task  # pylint: disable=g-import-not-at-top
+  data = tmp_path / "data"
+  data.mkdir()
+  for name in ("train", "train_copy", "val", "test_2016_flickr"):
+    for side, lang in ((0, "en"), (1, "de")):
+      (data / f"{name}.{lang}").write_text("".join(f"{pair[side] or 'x'}\n" for pair in PAIRS), encoding="utf-8")
+  config = base_config()
+  use_task(config, "multi30k_en_de")
+  config.data.dir, config.data.vocab_size = str(data), 60
+  workdir = tmp_path / "run"
+  workdir.mkdir()
+
+  def encode(data_cfg):
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+      tokens = load_task(data_cfg, str(workdir)).encoded("train")
+    assert len(tokens) == len(PAIRS)
+    hit = any("hit" in r.getMessage() for r in caplog.records)
+    return sorted(f for f in os.listdir(workdir) if f.startswith("tokens.train.")), hit
+
+  (first,), hit = encode(config.data)
+  assert not hit
+  for key, value in (("max_src_len", 7), ("max_tgt_len", 9), ("max_tokens", 777), ("batch_size", 3),
+                     ("bucket_boundaries", (5, 9)), ("pack", True), ("truncate", True), ("vocab_multiple", 64)):
+    changed = copy.deepcopy(config.data)
+    changed[key] = value
+    assert encode(changed) == ([first], True), key
+  changed = copy.deepcopy(config.data)
+  changed.splits = {**config.data.splits, "train": "train_copy"}
+  files, hit = encode(changed)
+  assert not hit and len(files) == 2 and first in files

@@ -1,10 +1,13 @@
-"""What the fault harness found in the checkpointer, pinned cheaply in one process (no training)."""
+"""What the fault harness found in the checkpointer, pinned cheaply in one process (no training), and a negative
+control of the harness's own comparison."""
 
+import copy
 import os
 
 import numpy as np
 
 from attnjax.training.checkpointing import Checkpointer
+from tools import faults
 
 
 def _state(value):
@@ -61,3 +64,34 @@ def test_peer_timeout_is_a_config_key_checked_by_name():
       distributed.peer_timeout_seconds = bad
     with pytest.raises(ValueError, match="config.distributed.peer_timeout_seconds"):
       peer_timeout_seconds(distributed)
+
+
+def test_the_harness_reports_every_way_a_state_can_differ_down_to_one_bit():
+  """A negative control for tools.faults.differences, on which every fault's "bit-identical" verdict rests."""
+  rng = np.random.default_rng(0)
+  reference = {"step": 24, "data": {"epoch": 1, "position": 40},
+               "state": {"params/w": rng.normal(size=(3, 4)).astype(np.float32),
+                         "opt_state/count": np.array(24, np.int32), "rng": np.array([0, 7], np.uint32)}}
+
+  def changed(**what):
+    state = copy.deepcopy(reference)
+    state.update(what)
+    return state
+
+  assert faults.differences(copy.deepcopy(reference), reference) == []
+  assert faults.differences(changed(step=20), reference) == ["newest checkpoint is step 20, the reference's 24"]
+  assert faults.differences(changed(data={"epoch": 1, "position": 41}), reference) == [
+      "data position {'epoch': 1, 'position': 41} != {'epoch': 1, 'position': 40}"]
+  for key, mutate in (("params/w", lambda a: np.nextafter(a, np.inf)),  # one ulp of every entry
+                      ("params/w", lambda a: np.where(a == a.flat[0], -a, a)),  # one entry's sign
+                      ("opt_state/count", lambda a: a.astype(np.int64)),  # same value, other dtype
+                      ("rng", lambda a: a.reshape(2, 1))):  # same bytes, other shape
+    state = copy.deepcopy(reference)
+    state["state"][key] = mutate(state["state"][key])
+    assert faults.differences(state, reference) == [key], key
+  zero = copy.deepcopy(reference)
+  zero["state"]["params/w"][0, 0], reference["state"]["params/w"][0, 0] = -0.0, 0.0  # equal as numbers, not as bits
+  assert faults.differences(zero, reference) == ["params/w"]
+  missing = copy.deepcopy(reference)
+  del missing["state"]["rng"]
+  assert faults.differences(missing, reference) == ["different state trees"]

@@ -76,6 +76,45 @@ def test_splash_attention_in_interpret_mode_equals_xla_values_and_gradients(case
     assert np.all(out[np.asarray(q_seg) == 0] == 0)
 
 
+def test_the_dispatcher_runs_splash_for_pallas_tpu_and_auto_on_a_tpu_with_packed_segments():
+  """``scaled_dot_product_attention`` as the models call it, traced for a TPU and run in the Pallas interpreter: the
+  explicit ``"pallas_tpu"`` and ``"auto"`` both reach splash and equal ``"xla"`` on packed segments."""
+  q, k, v = _qkv(2, 256, 128, 2, 32)
+  q_seg = jnp.asarray(np.stack([_packed([100, 90], 256), _packed([256], 256)]))
+  kv_seg = jnp.asarray(np.stack([_packed([40, 70], 128), _packed([128], 128)]))
+  want = scaled_dot_product_attention(q, k, v, q_segment_ids=q_seg, kv_segment_ids=kv_seg, implementation="xla")
+  for implementation in ("pallas_tpu", "auto"):
+    with fused.compiling_for("tpu"), fused.interpret_pallas(), fused.record_fused_calls() as calls:
+      got = scaled_dot_product_attention(q, k, v, q_segment_ids=q_seg, kv_segment_ids=kv_seg,
+                                         implementation=implementation)
+    assert [c[0] for c in calls] == ["pallas_tpu"], implementation
+    np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
+
+
+def test_a_packed_transformer_on_splash_equals_the_transformer_on_xla():
+  """The Transformer's packed rows (segment ids and positions restarting per example) through splash attention in
+  every layer, encoder self, decoder causal self and cross: the logits of ``implementation="xla"``."""
+  from attnjax.data import packing  # pylint: disable=g-import-not-at-top
+  from attnjax.models.transformer import Transformer  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  example = lambda n, m: (rng.integers(3, 50, n).astype(np.int32), rng.integers(3, 50, m).astype(np.int32))
+  batch = packing.packed_batch([[example(60, 50), example(40, 70)], [example(120, 100)]], 128, 128)
+  packed = {key: jnp.asarray(batch[key]) for key in ("src_segment_ids", "tgt_segment_ids", "src_positions",
+                                                     "tgt_positions")}
+  args = (jnp.asarray(batch["src"]), jnp.asarray(batch["tgt_in"]), jnp.asarray(batch["src_mask"]))
+  common = dict(src_vocab_size=50, tgt_vocab_size=50, num_encoder_layers=1, num_decoder_layers=1, d_model=64,
+                num_heads=2, d_ff=128, dropout_rate=0.0, attention_dropout_rate=0.0, pre_norm=True)
+  xla = Transformer(**common, implementation="xla")
+  params = xla.init(jax.random.PRNGKey(0), *args, **packed)
+  want = xla.apply(params, *args, **packed)
+  with fused.compiling_for("tpu"), fused.interpret_pallas(), fused.record_fused_calls() as calls:
+    got = Transformer(**common, implementation="auto").apply(params, *args, **packed)
+  assert len(calls) == 3 and {c[0] for c in calls} == {"pallas_tpu"}  # encoder self, decoder self, cross
+  assert sorted(c[3] for c in calls) == [False, False, True]  # only the decoder's self-attention is causal
+  mask = np.asarray(batch["tgt_mask"], bool)
+  np.testing.assert_allclose(np.asarray(got)[mask], np.asarray(want)[mask], atol=1e-4, rtol=1e-4)
+
+
 def test_segment_ids_are_the_mask_they_stand_for():
   # key padding: every query attends the real keys; packing: only its own example's keys; segment 0 attends nothing
   q_seg = jnp.array([[1, 1, 2, 0]])
