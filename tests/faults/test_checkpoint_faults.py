@@ -5,6 +5,7 @@ import copy
 import os
 
 import numpy as np
+import pytest
 
 from attnjax.training.checkpointing import Checkpointer
 from tools import faults
@@ -95,3 +96,16 @@ def test_the_harness_reports_every_way_a_state_can_differ_down_to_one_bit():
   missing = copy.deepcopy(reference)
   del missing["state"]["rng"]
   assert faults.differences(missing, reference) == ["different state trees"]
+
+
+def test_the_harness_requires_each_launch_to_resume_from_the_newest_committed_checkpoint():
+  log = ("I1125 10:00:00.000000 1 checkpointing.py:191] checkpoint: restored step 12 from /w/checkpoints\n"
+         "I1125 10:00:09.000000 1 checkpointing.py:191] checkpoint: restored step 16 from /w/checkpoints\n")
+  assert faults._restored_step(log) == 12  # pylint: disable=protected-access  (the launch's own restore, not later)
+  assert faults._restored_step("no restore here") == 0  # pylint: disable=protected-access
+  faults._check_resumed_from(12, 12, "the launch")  # pylint: disable=protected-access
+  faults._check_resumed_from(None, 8, "the launch")  # pylint: disable=protected-access  (after a torn step)
+  with pytest.raises(faults.Failed, match="the launch resumed from step 8, but step 12 was the newest committed"):
+    faults._check_resumed_from(12, 8, "the launch")  # pylint: disable=protected-access
+  with pytest.raises(faults.Failed, match="the restart resumed from scratch, but step 4 was the newest committed"):
+    faults._check_resumed_from(4, 0, "the restart")  # pylint: disable=protected-access
