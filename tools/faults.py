@@ -1,4 +1,4 @@
-"""Fault injection at multi-host scale (issue 15): kill either host, fill the disk, break the bucket, lose nothing.
+"""Fault injection at multi-host scale: kill either host, fill the disk, break the bucket, lose nothing.
 
 Drives real ``python -m attnjax.train`` processes, two of them joined by gloo over 127.0.0.1 as ``launch/`` runs them,
 on a tiny experiment (``tests/faults/tiny_experiment.py``: 24 steps, checkpoints every 4, sync points every 2),
@@ -6,7 +6,8 @@ injects one fault per scenario, restarts every process, and checks that the run 
 optimizer state, step, RNG) and a data position bit-identical to those of an uninterrupted 2-process run made first
 (the reference). The faults:
 
-* ``kill9``: ``kill -9`` of process 0, 1 or both, at a random moment after a random logged step;
+* ``kill9``: ``kill -9`` of process 0, 1 or both, after a random step or in a phase after the last one (the final
+  evaluation, the final save, the exit): the survivors must name the killed process in their last log line;
 * ``kill9-save``: the same while an asynchronous checkpoint write is in flight (its temporary directory exists);
 * ``sigterm``: SIGTERM to one process only: both must save the same step at the next sync point and exit 0;
 * ``sigstop``: one process frozen: the other must give up within the peer timeout with a message naming the frozen
@@ -24,10 +25,16 @@ optimizer state, step, RNG) and a data position bit-identical to those of an uni
     python -m tools.faults [--faults=20] [--seed=0] [--quick] [--keep=DIR] [--kinds=kill9,sigstop]
 
 prints one row per fault (fault, process, step, bit-identical, outcome, seconds, message) and exits 1 if any failed.
+Faults are aimed by step, not by clock: the processes run ``tools/aimed_train.py`` (``attnjax.train`` that stops
+itself at the fault's mark), and the fault strikes once the process has stopped there (after ``delay`` seconds of
+running on, if any). A run that ends before its mark is a miss, aimed again on a fresh workdir. A check of how the
+processes ended that fails does not skip the restart: bit-identity is known for every fault.
+
 Each fault runs on a fresh workdir, followed by one restart of both processes that must finish. The quick subset
-(``--quick``, and tests/faults/test_faults.py, for CI's time budget) chains kill -9 of process 1, kill -9 of both
-during a checkpoint write, SIGSTOP of process 0 and a full disk on one workdir (each restart meets the next fault),
-then runs a flaky bucket. Runs and logs go to ``--keep`` (default: a temporary directory, removed on success).
+(``--quick``, and tests/faults/test_faults.py, for CI's time budget) chains kill -9 of process 1, a full disk, kill
+-9 of both during a checkpoint write, SIGSTOP of process 0 and kill -9 of process 0 in the final evaluation on one
+workdir (each restart meets the next fault). Runs and logs go to ``--keep`` (default: a temporary directory, removed
+on success).
 """
 
 from __future__ import annotations
@@ -60,20 +67,35 @@ PEER_TIMEOUT_EXIT_CODE = 75  # attnjax.training.loop.PEER_TIMEOUT_EXIT_CODE
 RUN_TIMEOUT = 300  # seconds a run may take before it counts as hung
 SURVIVOR_TIMEOUT = 2 * PEER_TIMEOUT + 30  # seconds the processes left after a fault may take to end by themselves
 KINDS = ("kill9", "kill9-save", "sigterm", "sigstop", "enospc", "torn", "flaky-bucket", "bucket-outage")
-# The CI subset: these faults one after the other on one workdir (see run_chain), and a flaky bucket.
-QUICK_CHAIN = (("kill9", (1,), 4), ("enospc", (0, 1), 8), ("kill9-save", (0, 1), 16), ("sigstop", (0,), 20))
+# The CI subset: these faults one after the other on one workdir (see run_chain).
+QUICK_CHAIN = (("kill9", (1,), 4, "step"), ("enospc", (0, 1), 8, "step"), ("kill9-save", (0, 1), 16, "step"),
+               ("sigstop", (0,), 20, "step"), ("kill9", (0,), STEPS, "final-eval"))
+
+
+# Where a fault strikes after the last training step: the phase as the loop names it (see tools/aimed_train.py)
+PHASES = {"final-eval": f"evaluating step {STEPS}", "final-save": f"saving step {STEPS}",
+          "exit": "exiting after training"}
 
 
 @dataclasses.dataclass
 class Fault:
   kind: str
   processes: tuple[int, ...]  # the processes it hits (all for the disk and bucket faults)
-  after_step: int  # injected after this logged step (kill9-save: during the save of this step)
-  delay: float = 0.0  # seconds after that step's log line
+  after_step: int  # injected right after this optimizer step (kill9-save: during the save of this step)
+  delay: float = 0.0  # seconds after the mark
   outage: float = 20.0  # bucket-outage: seconds the bucket answers 503 to everything
+  phase: str = "step"  # "step" (after after_step), or a phase after the last step: a key of PHASES
 
   def describe(self) -> str:
     return self.kind
+
+  def mark(self) -> str:
+    """Where the hit processes stop themselves for the fault (ATTNJAX_FAULT_MARK of tools/aimed_train.py)."""
+    return f"step:{self.after_step}" if self.phase == "step" else PHASES[self.phase]
+
+  def label(self) -> str:
+    where = str(self.after_step) if self.phase == "step" else self.phase
+    return f"{where}+{self.delay:.2f}s" if self.delay else where
 
 
 @dataclasses.dataclass
@@ -85,10 +107,15 @@ class Row:
   ok: bool
   message: str
   seconds: float
+  missed: bool = False  # the fault never struck: its run ended before the mark
 
 
 class Failed(Exception):
   """A fault's expectation that did not hold."""
+
+
+class Missed(Failed):
+  """The run ended before a hit process reached the fault's mark: the fault did not happen (re-aimed, not counted)."""
 
 
 # ------------------------------------------------------------------------------------------------ processes
@@ -103,18 +130,21 @@ def _free_port() -> int:
 class Cluster:
   """One launch of the two training processes (as launch/backends.py's Local does), logs in ``logdir``."""
 
-  def __init__(self, ctx: "Context", workdir: str, name: str, env: dict | None = None, prefix: tuple = ()):
+  def __init__(self, ctx: "Context", workdir: str, name: str, env: dict | None = None, prefix: tuple = (),
+               marks: dict[int, str] | None = None):
     port = _free_port()
     self.logs = [ctx.logdir / f"{name}.p{i}.log" for i in range(2)]
     self.procs = []
     env = dict(ctx.env, **(env or {}))
     for i in range(2):
-      cmd = [*prefix, sys.executable, "-m", "attnjax.train", f"--config={CONFIG}", f"--workdir={workdir}",
+      # attnjax.train, stopping itself at its mark if it has one (the fault's process)
+      penv = dict(env, ATTNJAX_FAULT_MARK=(marks or {}).get(i, ""))
+      cmd = [*prefix, sys.executable, "-m", "tools.aimed_train", f"--config={CONFIG}", f"--workdir={workdir}",
              "--config.distributed.initialize=True", "--config.distributed.cpu_collectives=gloo",
              f"--config.distributed.coordinator_address=127.0.0.1:{port}", "--config.distributed.num_processes=2",
              f"--config.distributed.process_id={i}", f"--config.distributed.peer_timeout_seconds={PEER_TIMEOUT}"]
       with open(self.logs[i], "w") as log:
-        self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=penv, stdout=log, stderr=subprocess.STDOUT,
                                            start_new_session=True))
 
   def log(self, i: int) -> str:
@@ -127,6 +157,8 @@ class Cluster:
   def signal(self, i: int, sig: int) -> None:
     if self.procs[i].poll() is None:
       os.kill(self.procs[i].pid, sig)
+      if sig == signal.SIGKILL:
+        self.procs[i].wait()  # reaped at once, as a launcher or the kernel on another host would: no zombie pid
 
   def wait_for(self, condition, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
@@ -135,6 +167,23 @@ class Cluster:
         raise Failed(f"the run ended (exit codes {self.codes()}) before {what}")
       if time.monotonic() > deadline:
         raise Failed(f"timed out after {timeout:.0f} s waiting for {what}")
+      time.sleep(0.005)
+
+  def stopped(self, i: int) -> bool:
+    try:
+      with open(f"/proc/{self.procs[i].pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "T"
+    except OSError:
+      return False
+
+  def wait_mark(self, i: int, mark: str) -> None:
+    """Until process ``i`` has stopped itself at ``mark``; :class:`Missed` if it ends before."""
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while not self.stopped(i):
+      if self.procs[i].poll() is not None:
+        raise Missed(f"process {i} ended (exit code {self.procs[i].poll()}) before its mark {mark!r}")
+      if time.monotonic() > deadline:
+        raise Failed(f"timed out after {RUN_TIMEOUT} s waiting for process {i} to reach {mark!r}")
       time.sleep(0.005)
 
   def wait_step(self, i: int, step: int) -> None:
@@ -411,22 +460,43 @@ def _resume(ctx: Context, workdir: str, name: str, env=None, prefix=()) -> str:
   return _tail(cluster.log(0), r"restored step \d+")
 
 
-def _expect_survivors_exit(cluster: Cluster, survivors, reason: str) -> str:
-  """The processes not hit must end by themselves, with a message that names a process; returns that message."""
+SURVIVOR_LINES = r"peer timeout:|peer died:|The failed peer:"  # what a survivor's last words start with
+
+
+def _expect_survivors_exit(cluster: Cluster, survivors, failed: int, reason: str, may_finish: bool = False) -> str:
+  """The processes not hit must end by themselves, non-zero, their last log line naming process ``failed``; returns
+  that line. With ``may_finish`` (a fault at exit, when a survivor's run may be complete) a survivor may also end
+  with its run done and exit 0."""
   codes = cluster.wait(SURVIVOR_TIMEOUT, survivors)
   if any(c is None for c in codes):
     raise Failed(f"process(es) {list(survivors)} still running {SURVIVOR_TIMEOUT} s after {reason}")
-  messages = [_tail(cluster.log(i), r"peer timeout:|failed while") for i in survivors]
-  if not all(messages):
-    raise Failed(f"process(es) {list(survivors)} exited {codes} after {reason} without naming the failed process")
+  lines = [_last_line(cluster.log(i)) for i in survivors]
+  if may_finish and codes == [0] * len(survivors) and all(line.startswith("done: ") for line in lines):
+    return "exit 0: its run was complete"
+  if not all(re.search(SURVIVOR_LINES, line) and f"process {failed} (" in line for line in lines):
+    raise Failed(f"process(es) {list(survivors)} exited {codes} after {reason} without naming the failed process "
+                 f"as their last words: {lines}")
   if any(c == 0 for c in codes):
     raise Failed(f"process(es) {list(survivors)} exited 0 after {reason}")
-  return messages[0]
+  return f"exit {codes[0]}: {lines[0]}"
+
+
+def _last_line(text: str) -> str:
+  """The last line of a log that says something (stripped of absl's prefix), or ''."""
+  lines = [line for line in text.splitlines() if line.strip()]
+  return re.sub(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+\] ", "", lines[-1]).strip() if lines else ""
 
 
 def run_fault(ctx: Context, fault: Fault) -> Row:
-  """Injects ``fault`` into a fresh 2-process run, restarts all processes, compares with the reference."""
-  return _scenario(ctx, [fault], fault.kind, "both" if len(fault.processes) == 2 else str(fault.processes[0]))
+  """Injects ``fault`` into a fresh 2-process run, restarts all processes, compares with the reference. A fault that
+  missed its mark is aimed again on a fresh run (once): a miss is never counted as another fault."""
+  processes = "both" if len(fault.processes) == 2 else str(fault.processes[0])
+  row = _scenario(ctx, [fault], fault.kind, processes)
+  if row.missed:
+    again = _scenario(ctx, [fault], fault.kind, processes)
+    again.message = f"{row.message.split(' [logs:')[0]}; again: {again.message}"
+    row = again
+  return row
 
 
 def run_chain(ctx: Context, faults: list[Fault]) -> Row:
@@ -438,7 +508,7 @@ def run_chain(ctx: Context, faults: list[Fault]) -> Row:
 def _scenario(ctx: Context, faults: list[Fault], label: str, processes: str) -> Row:
   name = ctx.name(faults[0].kind if len(faults) == 1 else "chain")
   start = time.monotonic()
-  steps, messages, identical, ok = [], [], "-", False
+  steps, messages, identical, ok, missed, check_failures = [], [], "-", False, False, []
   try:
     with contextlib.ExitStack() as stack:
       if faults[0].kind in ("flaky-bucket", "bucket-outage"):
@@ -455,12 +525,21 @@ def _scenario(ctx: Context, faults: list[Fault], label: str, processes: str) -> 
         view = tmpfs.view if tmpfs else workdir
         for i, fault in enumerate(faults):
           newest = None if i and faults[i - 1].kind == "torn" else max(_committed(view), default=0)
-          step, message = _fault_run(ctx, fault, f"{name}.{i}", str(workdir), view, prefix, tmpfs, newest)
+          try:
+            step, message = _fault_run(ctx, fault, f"{name}.{i}", str(workdir), view, prefix, tmpfs, newest)
+          except Missed:
+            raise
+          except Failed as e:  # a check of how the fault ended failed: still restart, so that bit-identity is known
+            steps.append(fault.label())
+            check_failures.append(f"FAILED: {e}")
+            messages.append(check_failures[-1])
+            break
           steps.append(step)
           messages.append(message)
-        newest = None if faults[-1].kind == "torn" else max(_committed(view), default=0)
+        last = faults[len(steps) - 1]
+        newest = None if last.kind == "torn" else max(_committed(view), default=0)
         restored = _resume(ctx, str(workdir), name, prefix=prefix)
-        if faults[-1].kind == "torn" and re.search(rf"restored step {_torn_step(steps[-1])}\b", restored):
+        if last.kind == "torn" and re.search(rf"restored step {_torn_step(steps[-1])}\b", restored):
           raise Failed(f"the torn step {_torn_step(steps[-1])} was taken for a checkpoint")
         _check_resumed_from(newest, _restored_step(restored), "the restart")
         messages.append(f"restart: {restored or 'from scratch'}")
@@ -470,14 +549,17 @@ def _scenario(ctx: Context, faults: list[Fault], label: str, processes: str) -> 
       if diff:
         raise Failed(f"final state differs from the uninterrupted run: {', '.join(diff[:5])}"
                      f"{f' (+{len(diff) - 5} more)' if len(diff) > 5 else ''}")
-      ok = True
+      ok = not check_failures
+  except Missed as e:
+    missed = True
+    messages.append(f"MISSED (re-aimed): {e}")
   except Failed as e:
     messages.append(f"FAILED: {e}")
   except Exception as e:  # pylint: disable=broad-except
     messages.append(f"harness error: {type(e).__name__}: {e}")
-  planned = ", ".join(f"{f.after_step}?" for f in faults[len(steps):])  # where the faults not reached would be
+  planned = ", ".join(f"{f.label()}?" for f in faults[len(steps):])  # the marks of the faults not reached
   return Row(label, processes, ", ".join(steps + ([planned] if planned else [])), identical, ok,
-             f"{'; '.join(messages)} [logs: {ctx.logdir}/{name}.*]", time.monotonic() - start)
+             f"{'; '.join(messages)} [logs: {ctx.logdir}/{name}.*]", time.monotonic() - start, missed)
 
 
 def _torn_step(label: str) -> int:
@@ -504,18 +586,24 @@ def _fault_run(ctx: Context, fault: Fault, name: str, workdir: str, view: Path, 
   newest checkpoint committed before it (0: none; None: not checked)."""
   kind, hit = fault.kind, fault.processes
   survivors = tuple(i for i in (0, 1) if i not in hit)
-  cluster = Cluster(ctx, workdir, name, prefix=prefix)
+  aimed = kind in ("kill9", "sigstop", "sigterm", "enospc")
+  cluster = Cluster(ctx, workdir, name, prefix=prefix, marks={i: fault.mark() for i in hit} if aimed else None)
   try:
-    if kind in ("kill9", "sigstop", "sigterm", "enospc"):
-      cluster.wait_step(hit[0], fault.after_step)
-      time.sleep(fault.delay)
-      label = f"{cluster.logged_step(hit[0])}+{fault.delay:.2f}s"
+    if aimed:  # each hit process stops itself at the mark; the fault strikes there (after the delay, running)
+      for i in hit:
+        cluster.wait_mark(i, fault.mark())
+      label = fault.label()
+      if fault.delay and kind != "enospc":
+        for i in hit:
+          cluster.signal(i, signal.SIGCONT)
+        time.sleep(fault.delay)
     if kind == "kill9":
       for i in hit:
         cluster.signal(i, signal.SIGKILL)
-      message = f"killed at step >= {cluster.logged_step(hit[0])}"
+      message = f"killed at {fault.mark()}"
       if survivors:
-        message = _expect_survivors_exit(cluster, survivors, f"kill -9 of process {hit[0]}")
+        message += "; " + _expect_survivors_exit(cluster, survivors, hit[0], f"kill -9 of process {hit[0]}",
+                                                 may_finish=fault.phase == "exit")
     elif kind == "kill9-save":
       tmp = view / "checkpoints" / f"{fault.after_step}.orbax-checkpoint-tmp"
       cluster.wait_for(tmp.exists, RUN_TIMEOUT, f"the write of step {fault.after_step} to start")
@@ -525,20 +613,21 @@ def _fault_run(ctx: Context, fault: Fault, name: str, workdir: str, view: Path, 
       label = f"save {fault.after_step}"
       message = f"write of step {fault.after_step} {'in flight' if in_flight else 'just committed'} at the kill"
       if survivors:
-        message += "; " + _expect_survivors_exit(cluster, survivors, f"kill -9 of process {hit[0]}")
+        message += "; " + _expect_survivors_exit(cluster, survivors, hit[0], f"kill -9 of process {hit[0]}")
     elif kind == "sigterm":
       cluster.signal(hit[0], signal.SIGTERM)
+      cluster.signal(hit[0], signal.SIGCONT)  # stopped at its mark without a delay
       codes = cluster.wait(RUN_TIMEOUT)
       saved = [_tail(cluster.log(i), r"preempted: checkpoint of step") for i in (0, 1)]
       if codes != [0, 0] or not all(saved) or saved[0] != saved[1]:
         raise Failed(f"after SIGTERM to process {hit[0]} only: exit codes {codes}, saved: {saved}")
       message = f"both processes: {saved[0]}"
     elif kind == "sigstop":
-      cluster.signal(hit[0], signal.SIGSTOP)
+      cluster.signal(hit[0], signal.SIGSTOP)  # still stopped at its mark without a delay
       t0 = time.monotonic()
-      message = _expect_survivors_exit(cluster, survivors, f"SIGSTOP of process {hit[0]}")
+      message = _expect_survivors_exit(cluster, survivors, hit[0], f"SIGSTOP of process {hit[0]}")
       code = cluster.codes()[survivors[0]]
-      if code != PEER_TIMEOUT_EXIT_CODE or f"process {hit[0]} (" not in message:
+      if code != PEER_TIMEOUT_EXIT_CODE:
         raise Failed(f"process {survivors[0]} exited {code} after SIGSTOP of process {hit[0]}: {message!r}")
       message = f"after {time.monotonic() - t0:.0f} s: {message}"
     elif kind == "enospc":
@@ -546,6 +635,8 @@ def _fault_run(ctx: Context, fault: Fault, name: str, workdir: str, view: Path, 
       with open(filler, "wb") as f:
         f.write(b"\0" * max(tmpfs.free_bytes() - ctx.checkpoint_bytes // 2, 0))
       committed_before = _committed(view)
+      for i in hit:
+        cluster.signal(i, signal.SIGCONT)
       codes = cluster.wait(RUN_TIMEOUT)
       logs = cluster.log(0) + cluster.log(1)
       if all(c == 0 for c in codes):
@@ -603,9 +694,11 @@ def _bucket_fault(ctx: Context, fault: Fault, name: str, stack: contextlib.ExitS
     proxy.rate = 0.0
     return "all", f"{proxy.failed} of {proxy.served} requests answered 503; retried", workdir, env
   # bucket-outage: everything fails for a while from a random step on
-  cluster = Cluster(ctx, workdir, name, env)
+  cluster = Cluster(ctx, workdir, name, env, marks={i: fault.mark() for i in (0, 1)})
   stack.callback(cluster.kill)
-  cluster.wait_step(0, fault.after_step)
+  for i in (0, 1):
+    cluster.wait_mark(i, fault.mark())
+    cluster.signal(i, signal.SIGCONT)
   time.sleep(fault.delay)
   proxy.down = True
   outage = fault.outage
@@ -622,15 +715,16 @@ def _bucket_fault(ctx: Context, fault: Fault, name: str, stack: contextlib.ExitS
                f"{_tail(logs, 'failed while|failed on process|Error')[:200]}...")
   cluster.kill()
   restored = _resume(ctx, workdir, name, env)
-  return (f"{fault.after_step}+{fault.delay:.2f}s", f"{message}; restart: {restored or 'from scratch'}", workdir,
-          env)
+  return fault.label(), f"{message}; restart: {restored or 'from scratch'}", workdir, env
 
 
 # ------------------------------------------------------------------------------------------------ the session
 
 
 def random_faults(n: int, seed: int, kinds=KINDS) -> list[Fault]:
-  """``n`` faults: each kind in turn (so every kind occurs), random processes, steps and delays."""
+  """``n`` faults: each kind in turn (so every kind occurs), random processes, steps and delays. A kill -9 strikes
+  after a random step or in a phase after the last one (final evaluation, final save, exit); the first kill -9 of
+  the session hits process 0, which hosts the coordination service, after the last step."""
   rng = random.Random(seed)
   faults = []
   for i in range(n):
@@ -638,15 +732,24 @@ def random_faults(n: int, seed: int, kinds=KINDS) -> list[Fault]:
     processes = rng.choice([(0,), (1,), (0, 1)]) if kind in ("kill9", "kill9-save") else (rng.choice([(0,), (1,)]))
     if kind in ("enospc", "flaky-bucket", "bucket-outage"):
       processes = (0, 1)
-    after = rng.choice(range(LOG_EVERY, STEPS, LOG_EVERY))
+    after = rng.choice(range(2, STEPS, 2))  # any step, on and between sync points and checkpoints
+    if kind in ("kill9-save", "torn"):  # a checkpoint's step
+      after = rng.choice(range(CHECKPOINT_EVERY, STEPS, CHECKPOINT_EVERY))
+    phase = "step"
+    if kind == "kill9":
+      first = not any(f.kind == "kill9" for f in faults)
+      phase = rng.choice(sorted(PHASES)) if first else rng.choice(["step", "step", *sorted(PHASES)])
+      processes = (0,) if first else processes
+    delay = round(rng.uniform(0.0, 0.5), 2)
     # outages shorter and longer than gcsfs' retries (6, about a minute in all; TensorStore's last longer)
-    faults.append(Fault(kind, processes, after, round(rng.uniform(0.0, 0.5), 2), outage=rng.choice([20.0, 80.0])))
+    faults.append(Fault(kind, processes, STEPS if phase != "step" else after, delay,
+                        outage=rng.choice([20.0, 80.0]), phase=phase))
   rng.shuffle(faults)
   return faults
 
 
 def quick_chain() -> list[Fault]:
-  return [Fault(kind, processes, step, 0.1) for kind, processes, step in QUICK_CHAIN]
+  return [Fault(kind, processes, step, 0.1, phase=phase) for kind, processes, step, phase in QUICK_CHAIN]
 
 
 def run_quick(ctx: Context, with_enospc: bool = True) -> list[Row]:
@@ -670,7 +773,9 @@ def main(argv=None) -> int:
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--quick", action="store_true", help="the CI subset: one fault of the main kinds")
   parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated kinds to draw from")
-  parser.add_argument("--only", default=None, help="these faults: KIND:PROCESSES:STEP[:OUTAGE_SECONDS],... (e.g. sigstop:0:8,kill9:01:12,bucket-outage:01:16:80)")
+  parser.add_argument("--only", default=None, help="these faults: KIND:PROCESSES:STEP[:OUTAGE_SECONDS],... where STEP "
+                      f"may be a phase after the last step ({', '.join(sorted(PHASES))}); e.g. sigstop:0:8,"
+                      "kill9:01:12,kill9:0:final-eval,bucket-outage:01:16:80")
   parser.add_argument("--keep", default=None, help="directory for the runs and logs (kept); default: a temporary one")
   args = parser.parse_args(argv)
   os.environ.setdefault("JAX_PLATFORMS", "cpu")  # this process reads checkpoints with JAX: no TPU probing (libtpu)
@@ -683,14 +788,15 @@ def main(argv=None) -> int:
     faults = []
     for one in args.only.split(","):
       kind, processes, step, *outage = one.split(":")
-      faults.append(Fault(kind, tuple(int(c) for c in processes), int(step), 0.1,
-                          outage=float(outage[0]) if outage else 20.0))
+      phase = step if step in PHASES else "step"
+      faults.append(Fault(kind, tuple(int(c) for c in processes), STEPS if step in PHASES else int(step), 0.1,
+                          outage=float(outage[0]) if outage else 20.0, phase=phase))
   no_tmpfs = Tmpfs.available() if any(f.kind == "enospc" for f in faults) else None
   if no_tmpfs:
     print(f"enospc faults skipped: {no_tmpfs}", file=sys.stderr)
     faults = [f for f in faults if f.kind != "enospc"]
   if args.quick:
-    print(f"quick: {' > '.join(f.kind for f in faults)} on one workdir, then a flaky bucket", flush=True)
+    print(f"quick: {' > '.join(f.kind for f in faults)} on one workdir", flush=True)
   root = Path(args.keep or tempfile.mkdtemp(prefix="attnjax_faults_"))
   root.mkdir(parents=True, exist_ok=True)
   ctx = Context(root, args.seed)

@@ -301,7 +301,10 @@ def train_and_evaluate(config, workdir: str, on_step=None, *, allow_config_chang
       for exp in opened:  # one process: the write in flight commits before the error propagates
         exp.checkpointer.finish_after_error()
       raise
-    exit_now(1, f"{this_process()} failed while {watchdog.where}: {type(e).__name__}: {e}\nExiting without "
+    where = watchdog.where
+    peer = watchdog.dead_peer(wait=3 * watchdog.interval)  # a peer that died takes this process down with it
+    peer = f"The failed peer: {peer}. " if peer else "Every peer is alive: the failure is this process's own. "
+    exit_now(1, f"{this_process()} failed while {where}: {type(e).__name__}: {e}\n{peer}Exiting without "
               f"waiting for the other processes or for checkpoint writes in flight (a step is a checkpoint only once "
               f"every process has written its part). Restart all processes to resume from the newest complete "
               f"checkpoint in {fs.join(workdir, 'checkpoints')}.", exc=e)

@@ -3,8 +3,11 @@ exit of a process that cannot go on (see :func:`attnjax.training.loop.train_and_
 
 from __future__ import annotations
 
+import ctypes
 import logging as py_logging
 import os
+import re
+import signal
 import socket
 import sys
 import threading
@@ -13,7 +16,7 @@ import time
 from absl import logging
 import jax
 
-PEER_TIMEOUT_EXIT_CODE = 75  # EX_TEMPFAIL: a peer hung; restart all processes to resume
+PEER_TIMEOUT_EXIT_CODE = 75  # EX_TEMPFAIL: a peer hung or died; restart all processes to resume
 
 
 def peer_timeout_seconds(cfg) -> int:
@@ -31,9 +34,12 @@ def this_process() -> str:
 
 
 def exit_now(code: int, message: str, exc: BaseException | None = None) -> None:
-  """Logs ``message`` (and ``exc``'s traceback) and ends the process at once: no atexit handlers, no joining of
-  threads. What a multi-host process does when it cannot go on (see :func:`train_and_evaluate`)."""
-  logging.error("%s", message, exc_info=exc)
+  """Logs ``exc``'s traceback, then ``message`` (the last line of the log: the one a person reads), and ends the
+  process at once: no atexit handlers, no joining of threads. What a multi-host process does when it cannot go on
+  (see :func:`train_and_evaluate`)."""
+  if exc is not None:
+    logging.error("the error:", exc_info=exc)
+  logging.error("%s", message)
   for handler in py_logging.getLogger().handlers + [logging.get_absl_handler()]:
     try:
       handler.flush()
@@ -56,6 +62,13 @@ class PeerWatchdog:
   exit code :data:`PEER_TIMEOUT_EXIT_CODE`. Nothing is lost that a restart does not recover: a save in flight is
   never taken for a checkpoint (Orbax commits a step only when every process has written its part).
 
+  A peer that dies outright is usually met first in a collective, whose error the loop reports naming this process
+  (exit 1). When process 0 dies, though, the coordination service it hosts dies with it, and JAX's client in every
+  other process aborts at once, from a thread of its own, wherever the process is (compiling, evaluating, saving,
+  exiting): "Terminating process because the JAX distributed service detected fatal errors". The watchdog also
+  catches that abort (SIGABRT, for as long as the process lives), and ends the process with a last line naming the
+  peer that died and what this process was doing, and exit code :data:`PEER_TIMEOUT_EXIT_CODE`.
+
   Not covered: a process whose main thread hangs while the process itself runs on (a deadlock); its counter moves.
   """
 
@@ -73,8 +86,10 @@ class PeerWatchdog:
     self._seen: dict[int, tuple[str, float]] = {}  # peer -> (its counter, local time it last changed)
     self._hosts: dict[int, str] = {}
     self._done = threading.Event()
+    self._me_text = this_process()  # formatted now: the abort handler must not call into JAX
     self.client.key_value_set(f"{self._PREFIX}host/{self.me}", f"{socket.gethostname()}, pid {os.getpid()}",
                               allow_overwrite=True)
+    _catch_jax_abort(self)
     start = time.monotonic()
     self._seen = {p: ("", start) for p in range(self.count) if p != self.me}
     threading.Thread(target=self._tick_loop, name="attnjax-peer-ticks", daemon=True).start()
@@ -133,10 +148,83 @@ class PeerWatchdog:
               f"restart all processes: training resumes from the newest complete checkpoint in "
               f"{self.checkpoint_dir}.")
 
+  def dead_peer(self, wait: float = 0.0) -> str | None:
+    """Which peer failed, for the message of a process that cannot go on: a peer on this host whose pid is gone; else,
+    watching for ``wait`` seconds, the coordination service gone silent (process 0, which hosts it) or a peer that
+    stopped ticking; else, without a wait, the most likely one (process 0 for the others, the peer silent longest for
+    process 0). None when every peer was seen alive: the failure is this process's own."""
+    for peer in sorted(self._seen):
+      host = self._hosts.get(peer, "")
+      pid = re.search(r"^(.*), pid (\d+)$", host)
+      if pid and pid.group(1) == socket.gethostname() and not _alive(int(pid.group(2))):
+        return f"process {peer} ({host}) died: its pid is gone"
+    if wait > 0:
+      start = time.monotonic()
+      time.sleep(wait)  # the tick thread goes on updating what it hears
+      if self._answered < start:
+        return (f"process 0 ({self._hosts.get(0, 'host unknown')}), which hosts the coordination service, stopped "
+                f"answering")
+      silent = [p for p, (tick, changed) in sorted(self._seen.items()) if changed < start and tick != "done"]
+      if silent:
+        return ", ".join(f"process {p} ({self._hosts.get(p, 'host unknown')})" for p in silent) + " stopped ticking"
+      return None
+    if self.me != 0:
+      return (f"process 0 ({self._hosts.get(0, 'host unknown')}), which hosts the coordination service, most likely "
+              "died")
+    peer = min(self._seen, key=lambda p: self._seen[p][1])
+    return f"process {peer} ({self._hosts.get(peer, 'host unknown')}) most likely died"
+
+  def explain_abort(self) -> str:
+    return (f"peer died: {self._me_text} was stopped by JAX's distributed service while {self.where}: "
+            f"{self.dead_peer()}. Restart all processes: training resumes from the newest complete checkpoint in "
+            f"{self.checkpoint_dir}.")
+
   def stop(self):
     """This process is done with training (its peers may take a little longer): they stop watching it."""
+    self.where = "exiting after training"
     self._done.set()
     try:
       self.client.key_value_set(f"{self._PREFIX}tick/{self.me}", "done", allow_overwrite=True)
     except Exception:  # pylint: disable=broad-except
       pass
+
+
+def _alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
+_ABORT_HANDLER = ctypes.CFUNCTYPE(None, ctypes.c_int)
+_ABORT: list = []  # the installed handler (kept alive) and the watchdog it explains
+
+
+def _catch_jax_abort(watchdog: PeerWatchdog) -> None:
+  """Installs a C-level SIGABRT handler that writes :meth:`PeerWatchdog.explain_abort` as the process's last line and
+  exits with :data:`PEER_TIMEOUT_EXIT_CODE`. JAX's client aborts from one of its own threads (Python's signal module
+  would run a handler only in the main thread, later: never, as abort does not return); this one runs in the aborting
+  thread, taking the GIL that thread does not hold."""
+
+  def on_abort(signum):
+    del signum
+    try:
+      message = _ABORT[1].explain_abort()
+    except Exception as e:  # pylint: disable=broad-except
+      message = f"peer died: this process was stopped by JAX's distributed service ({type(e).__name__} naming it)"
+    os.write(2, f"\n{message}\n".encode("utf-8", "replace"))
+    os._exit(PEER_TIMEOUT_EXIT_CODE)  # pylint: disable=protected-access
+
+  handler = _ABORT_HANDLER(on_abort)
+  try:
+    libc = ctypes.CDLL(None)
+    libc.signal.restype = ctypes.c_void_p
+    libc.signal.argtypes = (ctypes.c_int, _ABORT_HANDLER)
+    libc.signal(signal.SIGABRT, handler)
+  except (OSError, AttributeError) as e:  # no C library to call (not Linux or macOS): JAX's abort stays -6
+    logging.warning("could not catch JAX's abort to name a dead peer: %s", e)
+    return
+  _ABORT[:] = [handler, watchdog]
