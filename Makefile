@@ -34,20 +34,20 @@ aot: $(VENV)/.installed
 	$(PY) -m pytest -q -m aot tests/test_experiments.py
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.compile --all --out=docs/study_cost.md
 
-# Mutation check (issue 12): one-line corruptions of the papers' equations (sqrt(d_model), sqrt(d_k), causal mask,
+# Mutation check: one-line corruptions of the papers' equations (sqrt(d_model), sqrt(d_k), causal mask,
 # Shaw's clipping, ConvS2S's sqrt(0.5), label smoothing, the rsqrt schedule, the GNMT penalty, ...) must each make
 # their equation tests fail; each runs in a temporary copy of attnjax/ and tests/. A few minutes on 2 cores.
 mutants: $(VENV)/.installed
 	JAX_PLATFORMS=cpu $(PY) -m tools.mutation_check
 
-# Fault injection (issue 15): 20 random faults on the 2-process gloo run (kill -9 of either or both processes, also
+# Fault injection: 20 random faults on the 2-process gloo run (kill -9 of either or both processes, also
 # during an asynchronous checkpoint write; SIGTERM to one; SIGSTOP of one; a full disk; a torn checkpoint; a flaky
 # or failing bucket), each followed by a restart that must end bit-identical to an uninterrupted run. ~25 minutes on
 # 2 cores; FAULTS_FLAGS=--quick runs the CI subset (tests/faults/test_faults.py).
 faults: $(VENV)/.installed
 	JAX_PLATFORMS=cpu $(PY) -m tools.faults --faults=20 $(FAULTS_FLAGS)
 
-# The seed study's claims at CPU scale (issue 14; needs ../shared/data): every arm and every ablation point trains for
+# The seed study's claims at CPU scale (needs ../shared/data): every arm and every ablation point trains for
 # the same 30 minutes on this 2-core machine, one after the other, and its best checkpoint by validation BLEU is
 # scored on the test sets; then the second language pair, position extrapolation (string reversal, minutes per run)
 # and the size sweep of the scaling-law fit. About 40 runs, 20 hours; a re-run skips the runs done and resumes the

@@ -181,7 +181,7 @@ def _sgd(config, *, lr: float, steps: int, decay_start: int, decay_every: int, c
 
 
 def cpu_study(config, model: str, *, minutes: float = 30.0) -> None:
-  """The seed study's baselines at CPU scale (issue 14; the data: :func:`multi30k_cpu`, :func:`manythings_cpu`):
+  """The seed study's baselines at CPU scale (the data: :func:`multi30k_cpu`, :func:`manythings_cpu`):
   every arm the same wall-clock budget (``train.time_limit_minutes``) on 2 CPU cores, the same data, vocabulary
   (joint 8k SentencePiece), token batches (4,096 target tokens), label smoothing 0.1 and evaluation (beam 4, α 0.6,
   the best checkpoint by validation BLEU), sized and regularised for the small-data regime rather than as the papers

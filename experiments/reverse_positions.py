@@ -1,4 +1,4 @@
-"""Position extrapolation (issue 14): a small Transformer learns to reverse strings of 3-12 characters (the synthetic
+"""Position extrapolation: a small Transformer learns to reverse strings of 3-12 characters (the synthetic
 ``reverse`` task) and is tested on strings of 13-18, longer than any it saw, with each positional encoding of the
 ``positional`` sweep: sinusoidal (Vaswani et al. 2017 chose it hoping it would extrapolate), learned absolute
 embeddings (positions past 13 never trained), Shaw's relative positions and T5's relative buckets.

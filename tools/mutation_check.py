@@ -1,4 +1,4 @@
-"""Mutation check: each single-line corruption of a paper's equation must make its tests fail (issue 12).
+"""Mutation check: each single-line corruption of a paper's equation must make its tests fail.
 
 Self-consistency tests (teacher forcing = incremental decoding, padding invariance, finite gradients...) pass for a
 model that is consistently wrong. Each mutant below changes one equation of one paper in one line of ``attnjax/``

@@ -6,7 +6,7 @@ Every ``--runs`` entry is a launch root (searched recursively, never inside ``ch
 one run workdir. A run workdir is a directory holding ``launch.json`` (written by the launcher) and/or
 ``config.json`` (written by ``attnjax.train``); the search does not descend into a run. An entry ending in ``.json``
 is an earlier report's ``results.json``, whose records are reported again as recorded (their workdirs gone: a TPU
-VM's disk, an earlier session's), unless a workdir found here holds the same run (:func:`collect`). Read from each
+VM's disk, an earlier machine's), unless a workdir found here holds the same run (:func:`collect`). Read from each
 run:
 
 * ``launch.json``: ``{"experiment", "experiment_name", "sweep" (or null), "point", "overrides", "extra_overrides",

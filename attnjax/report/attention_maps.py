@@ -1,4 +1,4 @@
-"""Attention maps of trained models on one real test sentence (issue 14): the alignment of an attentional LSTM
+"""Attention maps of trained models on one real test sentence: the alignment of an attentional LSTM
 (Bahdanau et al. 2015, Fig. 3) and, head by head, the last cross-attention layer of a Transformer, side by side.
 
     python -m attnjax.report.attention_maps \\

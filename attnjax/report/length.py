@@ -6,7 +6,7 @@ config (``attnjax.data.tasks.load_split``), and the examples are bucketed by the
 of the source. Each bucket gets its own corpus BLEU (sacreBLEU, default settings), so a bucket's score is the BLEU of
 those sentences alone, as in the paper's figure; each bucket's sentence count is printed beside it.
 
-Position extrapolation (issue 14) is the same idea on the synthetic ``reverse`` task, whose test strings are longer
+Position extrapolation is the same idea on the synthetic ``reverse`` task, whose test strings are longer
 than any seen in training: :func:`extrapolation_rows` gives each run's exact match per source length (characters),
 over its validation split (the training lengths) and its test split (the longer ones), as a table and
 ``extrapolation.png``.

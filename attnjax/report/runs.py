@@ -353,7 +353,7 @@ ARCHIVE_SUFFIX = ".json"
 def read_archive(path: fs.PathLike) -> list[dict[str, Any]]:
   """The run records of an earlier report's ``results.json``, each marked ``"archived": path``.
 
-  A study outlives the disks it ran on: a TPU VM's local workdirs, or a CPU session's, are gone when the machine is,
+  A study outlives the disks it ran on: a TPU VM's local workdirs, or a CPU machine's, are gone when the machine is,
   while the report they produced is committed. Its records carry everything the tables and plots need (scores, steps,
   tokens/s, validation curves, and, from reports written since they existed, the per-length scores of
   :mod:`attnjax.report.length`), so they are reported again as they were, never re-read from their workdirs.

@@ -1,4 +1,4 @@
-"""The scaling-law fit of issue 14: validation loss against model size, L(N) = (N_c / N)^α (Kaplan et al. 2020,
+"""The scaling-law fit of the study: validation loss against model size, L(N) = (N_c / N)^α (Kaplan et al. 2020,
 who report α ≈ 0.076 for language models trained to convergence, N the non-embedding parameters).
 
 A sweep named ``size`` (``experiments/manythings_en_fr/transformer.py``) gives one run per model size. For each run:

@@ -14,7 +14,7 @@ from attnjax.report.runs import (
     HEADLINE, KINDS, KIND_METRICS, KIND_TITLES, LABEL_ORDER, METRIC_TITLES, NOT_COMPUTED, SEED_REPORTED, SUBSET_TASKS,
     TASK_KINDS)
 
-# issue 14: a point whose single run lands within this many headline points (BLEU, exact match %) of a neighbouring
+# a point whose single run lands within this many headline points (BLEU, exact match %) of a neighbouring
 # point's gets a second seed before the ordering of the two is read as a result
 SECOND_SEED_MARGIN = 1.0
 
@@ -318,7 +318,7 @@ def _point_values(sweep: dict) -> list[tuple[str, list[float]]]:
 
 
 def second_seed_points(sweep: dict, margin: float = SECOND_SEED_MARGIN) -> list[str]:
-  """The points that want another seed by issue 14's rule: a point scored by a single run whose mean headline score is
+  """The points that want another seed by the study's rule: a point scored by a single run whose mean headline score is
   within ``margin`` of a neighbouring point's (the next or previous in the sweep's order, among scored points).
 
   A one-run difference that small is within what a change of seed moves, so the ordering it suggests is not evidence

@@ -1,5 +1,5 @@
 """Tatoeba/manythings English→French at CPU scale: LSTM + Bahdanau attention, the second language pair of the
-baselines table (issue 14), with the recipe and 30-minute budget of the Multi30k arms
+baselines table, with the recipe and 30-minute budget of the Multi30k arms
 (:func:`attnjax.recipes.manythings_cpu`).
 
     python -m launch.launch --experiment=experiments/manythings_en_fr/lstm_bahdanau.py --workdir_root=runs/study

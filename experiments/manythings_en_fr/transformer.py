@@ -1,4 +1,4 @@
-"""Tatoeba/manythings English→French at CPU scale: the Transformer row of the second language pair (issue 14), with
+"""Tatoeba/manythings English→French at CPU scale: the Transformer row of the second language pair, with
 the recipe and 30-minute budget of the Multi30k arms (:func:`attnjax.recipes.manythings_cpu`), and the ``size`` sweep
 of the scaling-law fit.
 

@@ -1,5 +1,5 @@
 """Multi30k English→German at CPU scale: ConvS2S (Gehring et al. 2017), 6 + 6 layers of 256. One arm of the
-baselines table (issue 14): the recipe and budget every arm shares are in :func:`attnjax.recipes.multi30k_cpu`.
+baselines table: the recipe and budget every arm shares are in :func:`attnjax.recipes.multi30k_cpu`.
 
     python -m launch.launch --experiment=experiments/multi30k/convs2s.py --workdir_root=runs/study
     python -m attnjax.report --runs=runs/study --out=docs/study

@@ -1,5 +1,5 @@
 """Multi30k English→German at CPU scale: LSTM + Luong global attention (Luong et al. 2015) with input feeding, 2
-layers of 256; the ``scores`` sweep gives the baselines table its dot, general and concat rows (issue 14). The recipe
+layers of 256; the ``scores`` sweep gives the baselines table its dot, general and concat rows. The recipe
 and budget every arm shares are in :func:`attnjax.recipes.multi30k_cpu`.
 
     python -m launch.launch --experiment=experiments/multi30k/lstm_luong.py --sweep=scores --workdir_root=runs/study

@@ -1,5 +1,5 @@
 """Multi30k English→German at CPU scale: LSTM seq2seq without attention (Sutskever et al. 2014), the source reversed. One arm of the
-baselines table (issue 14): the recipe and budget every arm shares are in :func:`attnjax.recipes.multi30k_cpu`.
+baselines table: the recipe and budget every arm shares are in :func:`attnjax.recipes.multi30k_cpu`.
 
     python -m launch.launch --experiment=experiments/multi30k/lstm_seq2seq.py --workdir_root=runs/study
     python -m attnjax.report --runs=runs/study --out=docs/study

@@ -1,5 +1,5 @@
-"""Multi30k English→German at CPU scale: the Transformer arm of the baselines table and the three ablations of
-issue 14 (3 + 3 layers, d_model 256, 4 heads, d_ff 1024, pre-norm, dropout 0.3; the recipe and budget every arm
+"""Multi30k English→German at CPU scale: the Transformer arm of the baselines table and the three ablations
+(3 + 3 layers, d_model 256, 4 heads, d_ff 1024, pre-norm, dropout 0.3; the recipe and budget every arm
 shares are in :func:`attnjax.recipes.multi30k_cpu`; ``transformer_small.py`` is the README's earlier 55-minute run).
 
     python -m launch.launch --experiment=experiments/multi30k/transformer.py --workdir_root=runs/study

@@ -1,4 +1,4 @@
-"""RNNSeq2Seq's logits against NumPy transcriptions of the three papers' equations (issue 12).
+"""RNNSeq2Seq's logits against NumPy transcriptions of the three papers' equations.
 
 * Sutskever, Vinyals & Le 2014, "Sequence to Sequence Learning with Neural Networks" (§2, §3.3): a stacked LSTM reads
   the source reversed; the decoder's LSTM layers start from the encoder layers' final states; softmax(W h_t).
@@ -19,7 +19,7 @@ matrices on separate inputs (W E y_{i-1} + C c_i, U_o s + V_o E y_{i-1} + C_o c_
 concatenation, read here as its row blocks; a bias on every output layer and gate (the papers omit biases); h̃_0 = 0;
 an LSTM decoder in RNNsearch starting from a zero memory cell.
 
-Each test fails on the mutants of issue 12 (checked by editing the model by hand): no tanh in Luong's h̃_t; a mean
+Each test fails on the mutants of `make mutants` (checked by editing the model by hand): no tanh in Luong's h̃_t; a mean
 (or another pairing) instead of the maxout; the GRU's reset gate applied after U, r ⊙ (U s); Sutskever's source read
 in order.
 """
