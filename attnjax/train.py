@@ -3,13 +3,17 @@
     python -m attnjax.train --config=experiments/dates_transformer.py --workdir=/tmp/run [--config.train.steps=100]
 
 Resumes from the newest checkpoint in ``--workdir`` (after comparing the config with the one saved there: a change to
-the model, data or optimiser needs ``--allow_config_change``); SIGTERM saves a checkpoint and exits.
+the model, data or optimiser needs ``--allow_config_change``); SIGTERM saves a checkpoint and exits. One run per
+workdir: a second run on a workdir in use stops at once, naming the holder.
 """
+
+import sys
 
 from absl import app, flags, logging
 from ml_collections import config_flags
 
 from attnjax.training.loop import quiet_orbax_logging, train_and_evaluate
+from attnjax.training.workdir_lock import WorkdirBusy
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiment file (ml_collections)", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "directory for checkpoints, config, vocabulary and TensorBoard (a local "
@@ -24,7 +28,10 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   quiet_orbax_logging()
-  result = train_and_evaluate(_CONFIG.value, _WORKDIR.value, allow_config_change=_ALLOW_CONFIG_CHANGE.value)
+  try:
+    result = train_and_evaluate(_CONFIG.value, _WORKDIR.value, allow_config_change=_ALLOW_CONFIG_CHANGE.value)
+  except WorkdirBusy as e:  # another run trains in this workdir: one line, no traceback
+    sys.exit(f"WorkdirBusy: {e}")
   logging.info("done: %s", result)
 
 

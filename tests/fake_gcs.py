@@ -100,8 +100,9 @@ def _send_generation_headers() -> None:
   one of two arrays happens not to). Patched once, in the module (``get`` with ``alt=media`` calls it by name) and in
   the route table (which holds the function itself).
 
-  The emulator still ignores the preconditions themselves (``ifGenerationMatch``): enough for one writer per object,
-  as here (each process has its own ``ocdbt.process_<i>``), not for testing what concurrent writers do.
+  The emulator ignores the preconditions themselves (``ifGenerationMatch``) on those writes: enough for one writer
+  per object, as here (each process has its own ``ocdbt.process_<i>``); see :func:`_honour_generation_preconditions`
+  for the writes that need them.
   """
   from gcp_storage_emulator import server  # pylint: disable=g-import-not-at-top
   from gcp_storage_emulator.exceptions import NotFound  # pylint: disable=g-import-not-at-top
@@ -128,12 +129,56 @@ def _send_generation_headers() -> None:
         handlers[method] = download
 
 
+def _honour_generation_preconditions() -> None:
+  """Makes the emulator's media uploads and deletes honour ``ifGenerationMatch`` (0: the object must not exist), as
+  Cloud Storage does (412 Precondition Failed), atomically: what the workdir lock's compare-and-swap relies on. The
+  other request kinds keep ignoring it (TensorStore's single writer per object needs no more)."""
+  import threading  # pylint: disable=g-import-not-at-top
+  from gcp_storage_emulator import server  # pylint: disable=g-import-not-at-top
+  from gcp_storage_emulator.exceptions import NotFound  # pylint: disable=g-import-not-at-top
+  from gcp_storage_emulator.handlers import objects  # pylint: disable=g-import-not-at-top
+  if getattr(objects.insert, "honours_preconditions", False):
+    return
+  lock = threading.Lock()
+
+  def generation(storage, bucket, name) -> str:
+    try:
+      return str(storage.get_file_obj(bucket, name)["generation"])
+    except NotFound:
+      return "0"
+
+  def guarded(original, name_of):
+    def handler(request, response, storage, *args, **kwargs):
+      expected = request.query.get("ifGenerationMatch")
+      name = name_of(request)
+      if not expected or name is None:
+        return original(request, response, storage, *args, **kwargs)
+      with lock:
+        if generation(storage, request.params["bucket_name"], name) != expected[0]:
+          response.status = HTTPStatus.PRECONDITION_FAILED
+          return None
+        return original(request, response, storage, *args, **kwargs)
+    handler.honours_preconditions = True
+    return handler
+
+  media_name = lambda r: r.query["name"][0] if r.query.get("uploadType") == ["media"] and "name" in r.query else None
+  patched = {objects.insert: guarded(objects.insert, media_name),
+             objects.delete: guarded(objects.delete, lambda r: r.params["object_id"])}
+  for original, handler in patched.items():
+    setattr(objects, original.__name__, handler)
+  for _, handlers in server.HANDLERS:
+    for method, handler in handlers.items():
+      if handler in patched:
+        handlers[method] = patched[handler]
+
+
 @contextlib.contextmanager
 def fake_gcs(bucket: str = BUCKET) -> Iterator[FakeGcs]:
   """Runs ``gcp-storage-emulator`` on a free local port, storing objects in a temporary directory, with ``bucket``
   created; yields a :class:`FakeGcs` and stops the server (and removes the directory) on exit."""
   from gcp_storage_emulator.server import create_server  # pylint: disable=g-import-not-at-top
   _send_generation_headers()
+  _honour_generation_preconditions()
   # The storage layer logs every missing object as an ERROR, but a 404 is how clients learn that a file does not
   # exist yet (every checkpoint probes a few): only noise in a failing test's log.
   storage_logger = logging.getLogger("gcp_storage_emulator.storage")

@@ -21,7 +21,7 @@ from attnjax.data.pipeline import Seq2SeqBatcher
 from attnjax.data.spans import SpanBatcher
 from attnjax.data.tasks import Vocabularies, load_task
 from attnjax.models.registry import build_model
-from attnjax.training import partitioning, provenance, steps, summaries, warm_start
+from attnjax.training import partitioning, provenance, steps, summaries, warm_start, workdir_lock
 from attnjax.training.checkpointing import Checkpointer
 from attnjax.training.watchdog import PeerWatchdog, exit_now, peer_timeout_seconds, this_process
 from attnjax.training.optim import make_optimizer
@@ -281,18 +281,29 @@ def train_and_evaluate(config, workdir: str, on_step=None, *, allow_config_chang
   On resume the config is compared with the one the workdir was trained with (:mod:`provenance`): a change to the
   model, data or optimiser stops with the list of differences unless ``allow_config_change``. ``on_step(step)``, if
   given, is called after every optimizer step (profilers, tests that interrupt the run). ``train.time_limit_minutes``
-  counts the training time of the whole run, across restarts (it is kept in every checkpoint).
+  counts the training time of the whole run, across restarts (it is kept in every checkpoint). The run holds the
+  workdir's lock throughout (:mod:`workdir_lock`): a second run on the same workdir stops at once, naming the holder.
 
   On one process, an error (an exception in a step, Ctrl-C) lets the checkpoint write in flight commit before it
-  propagates. On several processes, a process that cannot go on ends at once instead of raising: an error here (a peer died under
-  a collective, a full disk under a checkpoint write, ...) leaves its peers blocked in collectives and barriers, and
-  Python's exit would wait for Orbax's background writer, itself blocked on a barrier with a dead peer, until the
-  distributed runtime's heartbeat timeout. The error is logged with this process's index and host and the process
-  exits with status 1; a hung peer ends it with :data:`PEER_TIMEOUT_EXIT_CODE` (see :class:`PeerWatchdog`). Either
-  way every process is to be restarted, and training resumes from the newest complete checkpoint.
+  propagates. On several processes, a process that cannot go on ends at once instead of raising: an error here (a
+  peer died under a collective, a full disk under a checkpoint write, ...) leaves its peers blocked in collectives and
+  barriers, and Python's exit would wait for Orbax's background writer, itself blocked on a barrier with a dead peer,
+  until the distributed runtime's heartbeat timeout. The error is logged with this process's index and host (and the
+  peer that died, if one did) and the process exits with status 1; a hung or dead peer ends it with
+  :data:`PEER_TIMEOUT_EXIT_CODE` (see :class:`PeerWatchdog`). Either way every process is to be restarted, and
+  training resumes from the newest complete checkpoint.
   """
   maybe_initialize_distributed(config.distributed)
+  with workdir_lock.hold(workdir) as lock:  # one run per workdir: a second one stops here, naming the holder
+    return _with_failure_handling(config, workdir, on_step, allow_config_change, lock)
+
+
+def _with_failure_handling(config, workdir, on_step, allow_config_change, lock) -> dict:
   watchdog = PeerWatchdog.start_if_multihost(config.distributed, str(fs.join(workdir, "checkpoints")))
+  if watchdog is not None and lock is not None:
+    watchdog.before_exit.append(lock.release)  # a process ending at once frees the workdir for the restart
+  if lock is not None:  # another run took the workdir over (it found this one's heartbeat stale): stop
+    on_step = _checking(lock, on_step)
   opened: list = []  # the run's Experiment, once made
   try:
     return _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog, opened)
@@ -312,6 +323,14 @@ def train_and_evaluate(config, workdir: str, on_step=None, *, allow_config_chang
   finally:
     if watchdog is not None:
       watchdog.stop()
+
+
+def _checking(lock, on_step):
+  def checked(step):
+    lock.check()
+    if on_step is not None:
+      on_step(step)
+  return checked
 
 
 def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog, opened: list) -> dict:

@@ -33,12 +33,20 @@ def this_process() -> str:
   return f"process {jax.process_index()} of {jax.process_count()} (host {socket.gethostname()}, pid {os.getpid()})"
 
 
+_BEFORE_EXIT: list = []  # quick last acts of a process ending at once (PeerWatchdog.before_exit)
+
+
 def exit_now(code: int, message: str, exc: BaseException | None = None) -> None:
   """Logs ``exc``'s traceback, then ``message`` (the last line of the log: the one a person reads), and ends the
   process at once: no atexit handlers, no joining of threads. What a multi-host process does when it cannot go on
   (see :func:`train_and_evaluate`)."""
   if exc is not None:
     logging.error("the error:", exc_info=exc)
+  for action in _BEFORE_EXIT:
+    try:
+      action()
+    except Exception:  # pylint: disable=broad-except
+      pass
   logging.error("%s", message)
   for handler in py_logging.getLogger().handlers + [logging.get_absl_handler()]:
     try:
@@ -87,6 +95,7 @@ class PeerWatchdog:
     self._hosts: dict[int, str] = {}
     self._done = threading.Event()
     self._me_text = this_process()  # formatted now: the abort handler must not call into JAX
+    self.before_exit = _BEFORE_EXIT  # what exit_now does last (release the workdir lock)
     self.client.key_value_set(f"{self._PREFIX}host/{self.me}", f"{socket.gethostname()}, pid {os.getpid()}",
                               allow_overwrite=True)
     _catch_jax_abort(self)
@@ -144,8 +153,8 @@ class PeerWatchdog:
     host = self._hosts.get(peer, "host unknown")
     exit_now(PEER_TIMEOUT_EXIT_CODE,
               f"peer timeout: {this_process()} gives up while {self.where}: process {peer} ({host}){how} for "
-              f"{silent:.0f} s (config.distributed.peer_timeout_seconds={self.timeout}): it died, hangs or is cut off. Stop it and "
-              f"restart all processes: training resumes from the newest complete checkpoint in "
+              f"{silent:.0f} s (config.distributed.peer_timeout_seconds={self.timeout}): it died, hangs or is cut "
+              f"off. Stop it and restart all processes: training resumes from the newest complete checkpoint in "
               f"{self.checkpoint_dir}.")
 
   def dead_peer(self, wait: float = 0.0) -> str | None:
@@ -153,14 +162,15 @@ class PeerWatchdog:
     watching for ``wait`` seconds, the coordination service gone silent (process 0, which hosts it) or a peer that
     stopped ticking; else, without a wait, the most likely one (process 0 for the others, the peer silent longest for
     process 0). None when every peer was seen alive: the failure is this process's own."""
-    for peer in sorted(self._seen):
-      host = self._hosts.get(peer, "")
-      pid = re.search(r"^(.*), pid (\d+)$", host)
-      if pid and pid.group(1) == socket.gethostname() and not _alive(int(pid.group(2))):
-        return f"process {peer} ({host}) died: its pid is gone"
+    gone = self._gone_on_this_host()
+    if gone:
+      return gone
     if wait > 0:
       start = time.monotonic()
       time.sleep(wait)  # the tick thread goes on updating what it hears
+      gone = self._gone_on_this_host()  # a peer may take a moment to die
+      if gone:
+        return gone
       if self._answered < start:
         return (f"process 0 ({self._hosts.get(0, 'host unknown')}), which hosts the coordination service, stopped "
                 f"answering")
@@ -174,6 +184,14 @@ class PeerWatchdog:
     peer = min(self._seen, key=lambda p: self._seen[p][1])
     return f"process {peer} ({self._hosts.get(peer, 'host unknown')}) most likely died"
 
+  def _gone_on_this_host(self) -> str | None:
+    for peer in sorted(self._seen):
+      host = self._hosts.get(peer, "")
+      pid = re.search(r"^(.*), pid (\d+)$", host)
+      if pid and pid.group(1) == socket.gethostname() and not _alive(int(pid.group(2))):
+        return f"process {peer} ({host}) died: its pid is gone"
+    return None
+
   def explain_abort(self) -> str:
     return (f"peer died: {self._me_text} was stopped by JAX's distributed service while {self.where}: "
             f"{self.dead_peer()}. Restart all processes: training resumes from the newest complete checkpoint in "
@@ -183,6 +201,7 @@ class PeerWatchdog:
     """This process is done with training (its peers may take a little longer): they stop watching it."""
     self.where = "exiting after training"
     self._done.set()
+    _BEFORE_EXIT.clear()
     try:
       self.client.key_value_set(f"{self._PREFIX}tick/{self.me}", "done", allow_overwrite=True)
     except Exception:  # pylint: disable=broad-except
