@@ -19,7 +19,7 @@ import time
 
 from absl import app, flags, logging
 
-from attnjax import compile as compile_lib
+from attnjax import cli, compile as compile_lib
 from attnjax import fs, scoring
 from attnjax import metrics as metrics_lib
 from attnjax.data import tasks
@@ -75,4 +75,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

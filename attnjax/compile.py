@@ -28,6 +28,8 @@ import sys
 
 from absl import app, flags
 
+from attnjax import cli
+
 # Flags are defined only when this module runs as the CLI, so that importing it (tests, other tools) never
 # collides with another module's flags of the same name.
 _CONFIG = None
@@ -314,4 +316,4 @@ def _ensure_host_devices(n: int = 16) -> None:
 if __name__ == "__main__":
   _ensure_host_devices()
   define_flags()
-  app.run(main)
+  cli.run(main)

@@ -22,6 +22,7 @@ import json
 from absl import app, flags
 import jax
 
+from attnjax import cli
 from attnjax.metrics import MetricUnavailableError
 from attnjax.scoring import evaluate_checkpoint
 from attnjax.training.loop import maybe_initialize_distributed, quiet_orbax_logging
@@ -92,4 +93,4 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.mark_flag_as_required("workdir")
-  app.run(main)
+  cli.run(main)

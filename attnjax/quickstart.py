@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import time
 
-from absl import app, flags
+from absl import flags
 
-from attnjax import config as config_lib
+from attnjax import cli, config as config_lib
 from attnjax.scoring import evaluate_checkpoint
 from attnjax.training.loop import quiet_orbax_logging, train_and_evaluate
 
@@ -64,4 +64,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

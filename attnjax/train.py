@@ -7,13 +7,11 @@ the model, data or optimiser needs ``--allow_config_change``); SIGTERM saves a c
 workdir: a second run on a workdir in use stops at once, naming the holder.
 """
 
-import sys
-
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from attnjax import cli
 from attnjax.training.loop import quiet_orbax_logging, train_and_evaluate
-from attnjax.training.workdir_lock import WorkdirBusy
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiment file (ml_collections)", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "directory for checkpoints, config, vocabulary and TensorBoard (a local "
@@ -28,12 +26,9 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   quiet_orbax_logging()
-  try:
-    result = train_and_evaluate(_CONFIG.value, _WORKDIR.value, allow_config_change=_ALLOW_CONFIG_CHANGE.value)
-  except WorkdirBusy as e:  # another run trains in this workdir: one line, no traceback
-    sys.exit(f"WorkdirBusy: {e}")
+  result = train_and_evaluate(_CONFIG.value, _WORKDIR.value, allow_config_change=_ALLOW_CONFIG_CHANGE.value)
   logging.info("done: %s", result)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main, config_flag="config")

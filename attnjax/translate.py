@@ -18,7 +18,7 @@ import sys
 
 from absl import app, flags
 
-from attnjax import config as config_lib
+from attnjax import cli, config as config_lib
 from attnjax import fs, inference
 from attnjax.data import squad
 from attnjax.training.loop import quiet_orbax_logging
@@ -91,4 +91,4 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.mark_flag_as_required("workdir")
-  app.run(main)
+  cli.run(main)

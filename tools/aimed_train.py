@@ -14,7 +14,6 @@ import os
 import signal
 import sys
 
-from absl import app
 
 MARK = os.environ.get("ATTNJAX_FAULT_MARK", "")
 _REACHED: list = []
@@ -29,7 +28,7 @@ def _stop_here(where: str) -> None:
 
 
 def main():
-  from attnjax import train  # pylint: disable=g-import-not-at-top
+  from attnjax import cli, train  # pylint: disable=g-import-not-at-top
   from attnjax.training import loop, watchdog  # pylint: disable=g-import-not-at-top
   if MARK.startswith("step:"):
     step = int(MARK[len("step:"):])
@@ -55,7 +54,7 @@ def main():
           _stop_here(text)
 
     loop.PeerWatchdog = AimedWatchdog
-  app.run(train.main)
+  cli.run(train.main, config_flag="config")
 
 
 if __name__ == "__main__":

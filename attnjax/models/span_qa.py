@@ -155,6 +155,9 @@ class SpanQA(nn.Module):
       raise ValueError(f"positional must be one of {POSITIONAL_ENCODINGS}, got {self.positional!r}")
     if not isinstance(self.allow_no_answer, bool):
       raise ValueError(f"allow_no_answer must be a bool, got {self.allow_no_answer!r}")
+    if self.encoder == "transformer" and (isinstance(self.num_heads, bool) or not isinstance(self.num_heads, int)
+                                          or self.num_heads < 1):
+      raise ValueError(f"num_heads must be a positive integer, got {self.num_heads!r}")
     if self.encoder == "transformer" and self.d_model % self.num_heads:
       raise ValueError(f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})")
     if self.encoder == "bilstm" and self.d_model % 2:

@@ -231,6 +231,10 @@ class Transformer(nn.Module):
 
   def __post_init__(self):
     # Checked at construction, i.e. when a config becomes a model, before anything is initialised or compiled.
+    for name in ("num_heads", "d_model", "d_ff"):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if self.d_model % self.num_heads:
       raise ValueError(f"num_heads ({self.num_heads}) must divide d_model ({self.d_model})")
     if self.positional not in POSITIONAL_ENCODINGS:

@@ -2,6 +2,7 @@
 
 from absl import app, flags
 
+from attnjax import cli
 from attnjax.report import write_report
 
 _RUNS = flags.DEFINE_list("runs", None, "launch roots or run workdirs (local paths or URLs), comma-separated")
@@ -20,4 +21,4 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["runs", "out"])
-  app.run(main)
+  cli.run(main)

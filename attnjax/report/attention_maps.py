@@ -28,7 +28,7 @@ import re
 import numpy as np
 from absl import app, flags, logging
 
-from attnjax import fs
+from attnjax import cli, fs
 from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID
 
 _WORKDIRS = flags.DEFINE_list("workdirs", None, "run workdirs (sequence-to-sequence models with attention)")
@@ -203,4 +203,4 @@ def main(argv):
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["workdirs", "out"])
-  app.run(main)
+  cli.run(main)

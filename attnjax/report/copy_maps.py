@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnjax import inference, scoring
+from attnjax import cli, inference, scoring
 from attnjax.data import tasks
 from attnjax.decoding import beam_search
 from attnjax.models.interface import BOS_ID, PAD_ID
@@ -105,4 +105,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

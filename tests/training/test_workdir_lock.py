@@ -171,10 +171,10 @@ def test_two_train_processes_on_one_workdir_the_second_stops_naming_the_first(tm
     time.sleep(0.2)
   assert first.poll() is None, first.communicate()[1][-3000:]
   second = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-  assert second.returncode == 1
+  assert second.returncode == 2
   last = second.stderr.strip().splitlines()[-1]
-  assert last.startswith(f"WorkdirBusy: workdir {workdir} is in use by another run: host {socket.gethostname()}, "
-                         f"pid {first.pid}, started "), second.stderr[-2000:]
+  assert last.startswith(f"attnjax.train: error: workdir {workdir} is in use by another run: host "
+                         f"{socket.gethostname()}, pid {first.pid}, started "), second.stderr[-2000:]
   assert "Traceback" not in second.stderr
   _, err = first.communicate(timeout=600)
   assert first.returncode == 0, err[-3000:]

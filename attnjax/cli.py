@@ -1,0 +1,117 @@
+"""How every attnjax command line starts and fails: :func:`run` instead of ``absl.app.run``.
+
+A user's mistake ends the command with one line on stderr that names what to fix, and exit status 2::
+
+    attnjax.train: error: --config.model.num_head: config.model has no key 'num_head' (did you mean num_heads?)
+    attnjax.train: error: --config=experiments/nope.py: no such experiment file
+    attnjax.train: error: config.model: invalid model config (transformer): num_heads must be a positive integer, got -3
+    attnjax.train: error: unknown flag --bogus (see --helpshort)
+
+User mistakes are what the code raises for bad input: :class:`ValueError` (a bad value, named), :class:`FileNotFoundError`
+(a missing file, named), :class:`WorkdirBusy`, a flag the command does not know and a config key that does not
+exist. Anything else is an internal error and keeps its traceback, as does every error with ``--verbose``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+from typing import Callable
+
+from absl import app, flags
+
+_VERBOSE = flags.DEFINE_bool("verbose", False, "on an error, print the whole traceback, not only its one-line reason")
+
+EXIT_USER_ERROR = 2  # as argparse and absl's usage errors
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+  from attnjax.training.workdir_lock import WorkdirBusy  # pylint: disable=g-import-not-at-top
+  return (ValueError, FileNotFoundError, NotADirectoryError, WorkdirBusy)
+
+
+def _one_line(text: str) -> str:
+  return re.sub(r"\s*\n\s*", " ", str(text)).strip()
+
+
+def _fail(program: str, message: str) -> None:
+  sys.stderr.write(f"{program}: error: {_one_line(message)}\n")
+  sys.stderr.flush()
+  sys.exit(EXIT_USER_ERROR)
+
+
+def _verbose(argv: list[str]) -> bool:
+  return any(a in ("--verbose", "--verbose=true", "--verbose=True", "--verbose=1") for a in argv)
+
+
+def check_config_overrides(argv: list[str], flag: str = "config") -> None:
+  """Raises ValueError naming the first ``--<flag>.a.b=value`` whose key the experiment's config lacks (with the
+  nearest existing key), or the experiment file that does not exist. ml_collections would say the same in a
+  30-line traceback."""
+  from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
+  spec = next((a.split("=", 1)[1] for a in argv if a.startswith(f"--{flag}=")), None)
+  overrides = [a for a in argv if a.startswith(f"--{flag}.")]
+  if spec is None:
+    return
+  path, _, arg = spec.partition(":")
+  module = config_lib.experiment_module(path, f"--{flag}")  # FileNotFoundError naming the flag
+  if not overrides:
+    return
+  config = module.get_config(arg) if arg else module.get_config()
+  for override in overrides:
+    key = override[len(f"--{flag}."):].split("=", 1)[0]
+    node, walked = config, flag
+    for part in key.split("."):
+      keys = list(node.keys()) if hasattr(node, "keys") else []
+      if part not in keys:
+        near = difflib.get_close_matches(part, keys, n=1)
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        raise ValueError(f"--{flag}.{key}: {walked} has no key {part!r}{hint}")
+      node, walked = node[part], f"{walked}.{part}"
+
+
+def _parser(program: str, config_flag: str | None):
+  def parse(argv: list[str]):
+    try:
+      if config_flag:
+        check_config_overrides(argv, config_flag)
+      return flags.FLAGS(argv)
+    except flags.UnrecognizedFlagError as e:
+      _fail(program, f"unknown flag --{e.flagname} (see --helpshort)")
+    except flags.Error as e:
+      _fail(program, f"{e} (see --helpshort)")
+    except _user_errors() as e:
+      if _verbose(argv):
+        raise
+      _fail(program, str(e))
+    return None  # not reached
+  return parse
+
+
+def run(main: Callable[[list[str]], object], *, config_flag: str | None = None) -> None:
+  """``absl.app.run(main)`` with the errors of the module docstring turned into one line and exit status 2.
+
+  Args:
+    main: the command's main function.
+    config_flag: the name of its ml_collections config-file flag, if any (``config``): its overrides are checked
+      against the experiment's config before the flags are parsed.
+  """
+  program = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+  if program in ("__main__", "__init__"):
+    program = "attnjax"
+  module = getattr(sys.modules.get("__main__"), "__spec__", None)
+  if module is not None and module.name:
+    program = module.name.removesuffix(".__main__")
+
+  def guarded(argv):
+    try:
+      return main(argv)
+    except _user_errors() as e:
+      if _VERBOSE.value:
+        raise
+      _fail(program, str(e))
+    return None
+
+  app.run(guarded, flags_parser=_parser(program, config_flag))

@@ -1,0 +1,59 @@
+"""Errors a person can act on: every command line ends a user's mistake with one line naming the key, file, flag or
+value, and exit status 2; a traceback only with --verbose or for an internal error."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN = ["-m", "attnjax.train", "--config=experiments/dates_transformer.py"]
+
+
+def _run(*args, cwd=ROOT):
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("args,line", [
+    (["--config.model.num_head=4"],
+     "attnjax.train: error: --config.model.num_head: config.model has no key 'num_head' (did you mean num_heads?)"),
+    (["--config.trian.steps=4"], "attnjax.train: error: --config.trian.steps: config has no key 'trian' (did you mean "
+                                 "train?)"),
+    (["--config.model.num_heads=-3"], "attnjax.train: error: config.model: invalid model config (transformer): "
+                                      "num_heads must be a positive integer, got -3"),
+    (["--config.model.num_heads=5"], "attnjax.train: error: config.model: invalid model config (transformer): "
+                                     "num_heads (5) must divide d_model (128)"),
+    (["--bogus"], "attnjax.train: error: unknown flag --bogus (see --helpshort)"),
+])
+def test_a_users_mistake_is_one_line_naming_it_and_exit_2(tmp_path, args, line):
+  proc = _run(*TRAIN, f"--workdir={tmp_path / 'run'}", *args)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert proc.stderr.strip().splitlines() == [line], proc.stderr[-2000:]
+  assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_missing_experiment_file_and_a_missing_workdir_are_named(tmp_path):
+  proc = _run("-m", "attnjax.train", "--config=experiments/nope.py", f"--workdir={tmp_path}")
+  assert (proc.returncode, proc.stderr.strip().splitlines()) == (
+      2, ["attnjax.train: error: --config=experiments/nope.py: no such experiment file"])
+  proc = _run("-m", "attnjax.evaluate", f"--workdir={tmp_path / 'nothing'}")
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  (last,) = proc.stderr.strip().splitlines()[-1:]
+  assert last.startswith("attnjax.evaluate: error: ") and str(tmp_path / "nothing") in last, proc.stderr[-2000:]
+  assert "Traceback" not in proc.stderr
+
+
+def test_verbose_shows_the_traceback_and_an_internal_error_keeps_it(tmp_path):
+  proc = _run(*TRAIN, f"--workdir={tmp_path}", "--config.model.num_heads=5", "--verbose")
+  assert proc.returncode != 0 and "Traceback" in proc.stderr and "must divide d_model" in proc.stderr
+  script = textwrap.dedent("""
+      from attnjax import cli
+      def main(argv):
+        raise RuntimeError("an internal error")
+      cli.run(main)
+  """)
+  proc = _run("-c", script)
+  assert proc.returncode == 1 and "Traceback" in proc.stderr and "RuntimeError: an internal error" in proc.stderr
