@@ -30,6 +30,7 @@ import numpy as np
 from attnjax import config as config_lib
 from attnjax import fs
 from attnjax.data import tasks
+from attnjax.progress import Progress
 from attnjax.data.vocab import UNK_ID
 from attnjax.decoding import beam_search, greedy_search
 from attnjax.models.interface import PAD_ID
@@ -168,7 +169,9 @@ def translate_texts(decoder: Decoder, params, src_vocab, tgt_vocab, texts: Seque
   n_best = [[("", 0.0)] * decoder.n_best for _ in texts]
   attention = [np.zeros((0, len(ids)), np.float32) for ids in encoded] if decoder.return_attention else None
   rows = decoder.rows.rows(batch_size)
+  progress = Progress("decoding (longest first)", len(order), enabled=jax.process_index() == 0)
   for begin in range(0, len(order), rows):
+    progress.update(begin)
     chunk = order[begin:begin + rows]
     width = _width(len(encoded[chunk[0]]), max_src_len)
     src = np.full((rows, width), PAD_ID, np.int32)
@@ -184,6 +187,7 @@ def translate_texts(decoder: Decoder, params, src_vocab, tgt_vocab, texts: Seque
       if attn is not None:
         length = int(np.sum(tokens[row, 0] != PAD_ID))
         attention[i] = attn[row, 0, :length, :len(encoded[i])]
+  progress.update(len(order))
   return Translations([n[0][0] for n in n_best], n_best, attention, truncated,
                       sum(not ids for ids in encoded))
 
@@ -225,7 +229,9 @@ def predict_spans(predictor: SpanPredictor, params, examples, *, max_question_le
   rows = predictor.rows.rows(batch_size)
   q_width, c_width = _round_up(max_question_len, 8), _round_up(max_context_len, 8)
   outputs = [[], [], [], []]
+  progress = Progress("predicting spans", len(examples), "windows", enabled=jax.process_index() == 0)
   for begin in range(0, len(examples), rows):
+    progress.update(begin)
     chunk = examples[begin:begin + rows]
     question = np.full((rows, q_width), PAD_ID, np.int32)
     context = np.full((rows, c_width), PAD_ID, np.int32)
@@ -235,6 +241,7 @@ def predict_spans(predictor: SpanPredictor, params, examples, *, max_question_le
     out = predictor(params, predictor.rows.put(question), predictor.rows.put(context))
     for collected, x in zip(outputs, out):
       collected.append(to_host(x)[:len(chunk)])
+  progress.update(len(examples))
   starts, ends, span_scores, null_scores = (np.concatenate(x) if x else np.zeros(0) for x in outputs)
   return best_across_windows(examples, starts, ends, span_scores, null_scores)
 

@@ -87,6 +87,19 @@ def test_every_test_line_is_scored_and_sacrebleu_reproduces_the_bleu(run, tmp_pa
   assert float(proc.stdout.strip()) == pytest.approx(result["bleu"], abs=1e-4)
 
 
+def test_evaluation_logs_its_progress_to_the_last_example(run, monkeypatch, caplog):
+  from attnjax import progress  # pylint: disable=g-import-not-at-top
+  workdir, _ = run
+  monkeypatch.setattr(progress, "EVERY_SECONDS", 0.0)  # a line per batch
+  with caplog.at_level("INFO"):
+    scoring.evaluate_checkpoint(workdir, split="test", checkpoint="latest")
+  lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("decoding (longest first): ")]
+  decoded = N_TEST - len(EMPTY)  # the empty sources are not decoded
+  assert len(lines) >= 2 and lines[0].startswith(f"decoding (longest first): 0 / {decoded} examples (0.0%)")
+  assert lines[-1].startswith(f"decoding (longest first): {decoded} / {decoded} examples (100.0%), ")
+  assert lines[-1].endswith("0:00:00 left")
+
+
 def _free_port():
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
