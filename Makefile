@@ -8,13 +8,19 @@ PYTEST_WORKERS ?= 2
 
 .PHONY: quickstart test bench aot mutants faults study meteor-replays summarization clean
 
-$(VENV)/.installed: setup.cfg pyproject.toml
+# the package alone (what the quickstart needs), then the test extra on top (pytest, the Cloud Storage emulator, and
+# libtpu for compiling TPU programs ahead of time on this CPU)
+$(VENV)/.base: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.base
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-quickstart: $(VENV)/.installed
+quickstart: $(VENV)/.base
 	$(PY) -m attnjax.quickstart
 
 # --dist=loadgroup: each module whose module fixture trains a model is an xdist_group, run by one worker (fixture

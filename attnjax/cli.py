@@ -10,6 +10,9 @@ A user's mistake ends the command with one line on stderr that names what to fix
 User mistakes are what the code raises for bad input: :class:`ValueError` (a bad value, named), :class:`FileNotFoundError`
 (a missing file, named), :class:`WorkdirBusy`, a flag the command does not know and a config key that does not
 exist. Anything else is an internal error and keeps its traceback, as does every error with ``--verbose``.
+
+A machine without a TPU runs the command on its GPU or CPU without JAX's and libtpu's start-up messages about the TPU
+it cannot find (:func:`platforms_without_tpu_noise`).
 """
 
 from __future__ import annotations
@@ -90,6 +93,25 @@ def _parser(program: str, config_flag: str | None):
   return parse
 
 
+def platforms_without_tpu_noise() -> str | None:
+  """``JAX_PLATFORMS`` for a machine without a TPU: the GPU platform if a JAX GPU plugin is installed, and the CPU.
+  Otherwise JAX probes for a TPU at every start: with libtpu installed (the ``test`` and ``tpu`` extras) libtpu
+  prints errors about the TPU it cannot find, and without it JAX logs that it could not open libtpu. None (JAX's own
+  choice) where the user set ``JAX_PLATFORMS`` or where there may be a TPU."""
+  import glob  # pylint: disable=g-import-not-at-top
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  if "JAX_PLATFORMS" in os.environ:
+    return None
+  if glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*") or os.environ.get("TPU_ACCELERATOR_TYPE"):
+    return None  # TPU chips (v2-v4: /dev/accel*, v5 and later: VFIO), or a TPU VM's environment
+  found = lambda *names: any(importlib.util.find_spec(name) is not None for name in names)
+  if found("jax_cuda12_plugin", "jax_cuda13_plugin"):
+    return "cuda,cpu"
+  if found("jax_rocm6_plugin", "jax_rocm7_plugin"):
+    return "rocm,cpu"
+  return "cpu"
+
+
 def run(main: Callable[[list[str]], object], *, config_flag: str | None = None) -> None:
   """``absl.app.run(main)`` with the errors of the module docstring turned into one line and exit status 2.
 
@@ -98,6 +120,9 @@ def run(main: Callable[[list[str]], object], *, config_flag: str | None = None) 
     config_flag: the name of its ml_collections config-file flag, if any (``config``): its overrides are checked
       against the experiment's config before the flags are parsed.
   """
+  platforms = platforms_without_tpu_noise()
+  if platforms:
+    os.environ["JAX_PLATFORMS"] = platforms
   program = os.path.splitext(os.path.basename(sys.argv[0]))[0]
   if program in ("__main__", "__init__"):
     program = "attnjax"

@@ -57,3 +57,24 @@ def test_verbose_shows_the_traceback_and_an_internal_error_keeps_it(tmp_path):
   """)
   proc = _run("-c", script)
   assert proc.returncode == 1 and "Traceback" in proc.stderr and "RuntimeError: an internal error" in proc.stderr
+
+
+def test_no_libtpu_noise_on_a_machine_without_a_tpu(tmp_path):
+  """No TPU here (and the test extra's libtpu installed): a command line starts JAX on the CPU quietly; a
+  JAX_PLATFORMS the user set is kept."""
+  script = textwrap.dedent("""
+      import os
+      from attnjax import cli
+      def main(argv):
+        import jax
+        print(os.environ.get("JAX_PLATFORMS"), jax.default_backend())
+      cli.run(main)
+  """)
+  env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+  proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert proc.stdout.split() == ["cpu", "cpu"]
+  assert "TPU" not in proc.stderr and "libtpu" not in proc.stderr, proc.stderr[-2000:]
+  proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=dict(env, JAX_PLATFORMS="cpu"),
+                        capture_output=True, text=True, timeout=300)
+  assert proc.stdout.split() == ["cpu", "cpu"]
