@@ -118,6 +118,25 @@ def test_a_point_without_a_score_is_a_gap_in_the_ablation_plot_not_a_zero(runs, 
   assert [text.get_text() for text in ax.texts] == ["failed"]
 
 
+def test_curves_get_a_row_of_panels_per_sweep_with_the_legend_outside_the_data(runs, tmp_path, monkeypatch):
+  from attnjax.report import plots  # pylint: disable=g-import-not-at-top
+  records = report.collect([str(runs)])
+  group = report.curve_groups(records)["wmt14_en_de/transformer_base"]
+  panels = plots.curve_panels(group)
+  assert [(title, [label for label, *_ in series]) for title, series in panels] == [
+      ("runs", ["default"]), ("sweep heads", ["heads8"])]  # heads16 failed: no curve
+  assert [tuple(p) for p in panels[0][1][0][2]] == BLEU_CURVE and panels[0][1][0][1] == "bleu"
+  figures = []
+  monkeypatch.setattr(plots, "_write_png", lambda figure, path: figures.append(figure))
+  assert plots.plot_curves("wmt14_en_de/transformer_base", group, tmp_path / "curves.png")
+  axes = figures[0].axes
+  assert len(axes) == 4  # two rows of (validation BLEU, eval loss)
+  for right in axes[1::2]:
+    legend = right.get_legend()
+    box = legend.get_window_extent(figures[0].canvas.get_renderer())
+    assert box.x0 >= right.get_window_extent().x1  # beside the panel, not over its data
+
+
 def test_runs_whose_task_or_model_is_unknown_are_listed_apart_with_their_state(runs, tmp_path):
   """A run of an experiment the report cannot place (no config.json, or one that is not JSON) is named in "Runs not
   placed in a table" with its experiment, point and state, and in no other table."""

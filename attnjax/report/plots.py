@@ -24,7 +24,8 @@ def _figure(width: float, height: float):
 
 def _write_png(figure, path: fs.PathLike) -> None:
   buffer = io.BytesIO()
-  figure.tight_layout()
+  # tight_layout ignores a figure title: leave it a strip at the top
+  figure.tight_layout(rect=(0, 0, 1, 1 - 0.3 / figure.get_figheight()) if figure.get_suptitle() else None)
   figure.savefig(buffer, format="png")  # into memory, then through attnjax.fs: matplotlib cannot open gs:// paths
   fs.write_bytes(path, buffer.getvalue())
 
@@ -57,35 +58,60 @@ def plot_ablation(sweep: dict, path: fs.PathLike) -> None:
   _write_png(figure, path)
 
 
-def plot_curves(experiment_name: str, records: list[dict], path: fs.PathLike) -> bool:
-  """Validation headline metric and eval loss against the step, a line per run (from ``eval_curves``). Writes
-  nothing and returns False when no run of the group has either scalar."""
-  points = [r["point"] or r["run"] for r in records]
-  series = []
-  for r, point in zip(records, points):
+def _curve_label(r: dict, records: list[dict]) -> str:
+  """A run's name in its panel: its point, with its seed where several runs share the point."""
+  point = r["point"] or r["run"]
+  same = [x for x in records if (x["point"] or x["run"]) == point and x.get("sweep") == r.get("sweep")]
+  if len(same) > 1:
+    return f"{point} (seed {r['seed']})" if r.get("seed") is not None else r["run"]
+  return point
+
+
+def curve_panels(records: list[dict]) -> list[tuple[str, list[tuple[str, str | None, list, list]]]]:
+  """``[(panel title, [(label, headline, metric curve, loss curve)])]``: one panel row per sweep of the experiment
+  (runs outside a sweep together in the first), each run's validation headline metric and eval loss."""
+  rows: dict[str, list] = {}
+  for r in records:
     headline = r["headline"] or next((t[len("eval/"):] for t in ("eval/bleu", "eval/rougeL", "eval/f1")
                                       if t in r["eval_curves"]), None)
     metric = r["eval_curves"].get(f"eval/{headline}", [])
     loss = r["eval_curves"].get("eval/loss", [])
     if metric or loss:
-      series.append((point if points.count(point) == 1 else r["run"], headline, metric, loss))  # seeds: by run
-  if not series:
+      title = f"sweep {r['sweep']}" if r.get("sweep") else "runs"
+      rows.setdefault(title, []).append((_curve_label(r, records), headline, metric, loss))
+  return sorted(rows.items(), key=lambda item: (item[0] != "runs", item[0]))
+
+
+def plot_curves(experiment_name: str, records: list[dict], path: fs.PathLike) -> bool:
+  """Validation headline metric and eval loss against the step (from ``eval_curves``): a row of two panels per sweep
+  (see :func:`curve_panels`), a line per run, the legend beside the row, outside the data. Writes nothing and
+  returns False when no run of the group has either scalar."""
+  panels = curve_panels(records)
+  if not panels:
     return False
-  figure = _figure(9.0, 3.4)
-  left, right = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
-  for name, _, metric, loss in series:
-    if metric:
-      left.plot([s for s, _ in metric], [v for _, v in metric], "o-", markersize=3, label=name)
-    if loss:
-      right.plot([s for s, _ in loss], [v for _, v in loss], "o-", markersize=3, label=name)
-  headlines = sorted({h for _, h, m, _ in series if m and h})
-  left.set_ylabel("validation " + "/".join(METRIC_TITLES.get(h, h) for h in headlines))
-  right.set_ylabel("eval loss")
-  for ax in (left, right):
-    ax.set_xlabel("step")
-    ax.grid(alpha=0.3)
-    if ax.lines:
-      ax.legend(fontsize=7)
+  longest = max(len(label) for _, series in panels for label, *_ in series)
+  figure = _figure(8.0 + 0.07 * longest, 0.4 + 2.6 * len(panels))
+  for row, (title, series) in enumerate(panels):
+    left = figure.add_subplot(len(panels), 2, 2 * row + 1)
+    right = figure.add_subplot(len(panels), 2, 2 * row + 2)
+    colors = [f"C{i % 10}" for i in range(len(series))]
+    styles = ["-", "--", ":", "-."]
+    for i, (label, _, metric, loss) in enumerate(series):
+      style = dict(color=colors[i], linestyle=styles[i // 10 % len(styles)], marker="o", markersize=3, label=label)
+      if metric:
+        left.plot([s for s, _ in metric], [v for _, v in metric], **style)
+      if loss:
+        right.plot([s for s, _ in loss], [v for _, v in loss], **style)
+    headlines = sorted({h for _, h, m, _ in series if m and h})
+    left.set_ylabel("validation " + "/".join(METRIC_TITLES.get(h, h) for h in headlines))
+    right.set_ylabel("eval loss")
+    left.set_title(title, fontsize=8, loc="left")
+    for ax in (left, right):
+      ax.set_xlabel("step")
+      ax.grid(alpha=0.3)
+    handles, labels = (right if right.lines else left).get_legend_handles_labels()
+    right.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                 frameon=False)
   figure.suptitle(experiment_name, fontsize=9)
   _write_png(figure, path)
   return True
