@@ -54,6 +54,9 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("tpu-v5p-64", "tpu", "TPU v5p", 32, 8, (-1, 1, 1), "bfloat16", 95 * GiB, 459e12, 2.76e12, "v5p:4x4x2"),
     Target("gpu-8xh100", "gpu", "NVIDIA H100 80GB", 8, 1, (-1, 1, 1), "bfloat16", 80e9, 989e12, 3.35e12),
     Target("gpu-2x8xh100", "gpu", "NVIDIA H100 80GB", 16, 2, (-1, 1, 1), "bfloat16", 80e9, 989e12, 3.35e12),
+    # one GPU, as tools.accelerator_check measures (H100 SXM and H200: the same dense bfloat16 peak)
+    Target("gpu-1xh100", "gpu", "NVIDIA H100 80GB", 1, 1, (-1, 1, 1), "bfloat16", 80e9, 989e12, 3.35e12),
+    Target("gpu-1xh200", "gpu", "NVIDIA H200", 1, 1, (-1, 1, 1), "bfloat16", 141e9, 989e12, 4.8e12),
     # this machine: float32, a data-parallel mesh over whatever devices there are; no published peak
     Target("cpu", "cpu", "cpu", 1, 1, (-1, 1, 1), "float32", 24 * GiB, 0.0, 0.0),
 )}

@@ -1,0 +1,60 @@
+"""The accelerator check in its dry mode, so that it cannot rot before an accelerator is at hand: every section runs
+and lands in the report, with its own numbers; and the GPU targets' figures are the published ones."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from attnjax import targets
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_the_dry_run_measures_every_section_and_writes_both_reports(tmp_path):
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  proc = subprocess.run([sys.executable, "-m", "tools.accelerator_check", "--dry_run", f"--out={tmp_path}"],
+                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  report = json.loads((tmp_path / "accelerator_check.json").read_text())
+  assert report["ok"] and report["dry_run"] and report["machine"]["platform"] == "cpu"
+  assert [r["case"] for r in report["attention"]] == ["encoder self, key padding", "decoder self, causal, packed",
+                                                      "cross, key padding"]
+  for row in report["attention"]:  # on a CPU "auto" is XLA's own attention: the same numbers
+    assert row["auto_chose"] in ("xla", "blockwise") and row["out_rel_diff"] < 1e-6 and row["grad_rel_diff"] < 1e-6
+  assert [r["family"] for r in report["curves"]] == ["transformer", "lstm_bahdanau", "convs2s", "span_qa_transformer"]
+  for row in report["curves"]:
+    assert row["ok"] and row["rel_diff"] < 0.05 and row["fell"], row  # bfloat16 follows float32, and both learn
+    assert len(row["bf16_curve"]) == len(row["f32_curve"]) == row["steps"]
+  for row in report["steps"]:
+    assert row["tokens_per_s"] > 0 and row["model_flops"] > 0 and row["mfu"] is None  # no published CPU peak
+    assert row["tokens_per_s"] == pytest.approx(row["batch"][0] * row["batch"][2] / row["step_seconds"])
+  assert report["decoding"]["sentences_per_s"] > 0 and report["decoding"]["beam"] == 4
+  text = (tmp_path / "accelerator_check.md").read_text()
+  for heading in ("## Fused attention", "## bfloat16 training", "## Train step", "## Beam-4 decoding"):
+    assert heading in text
+  assert f"JAX {report['machine']['jax']}" in text and "Overall: **pass**" in text
+
+
+@pytest.mark.parametrize("name", ["gpu-8xh100", "gpu-2x8xh100", "gpu-1xh100", "gpu-1xh200"])
+def test_gpu_targets_hold_the_published_chip_figures(name):
+  """NVIDIA's data sheets: H100 SXM 989 TFLOP/s dense bfloat16, 80 GB at 3.35 TB/s; H200 the same compute, 141 GB
+  at 4.8 TB/s."""
+  target = targets.get(name)
+  h200 = "h200" in name
+  assert (target.peak_flops, target.hbm_bytes, target.hbm_bandwidth) == (
+      989e12, 141e9 if h200 else 80e9, 4.8e12 if h200 else 3.35e12)
+  assert target.platform == "gpu" and target.dtype == "bfloat16"
+
+
+def test_curves_agree_only_within_the_tolerance_and_when_finite():
+  from tools.accelerator_check import CURVE_TOLERANCE, compare_curves  # pylint: disable=g-import-not-at-top
+  reference = [4.0 - 0.01 * i for i in range(100)]  # last 10 steps: mean 3.055
+  assert compare_curves(reference, reference) == (pytest.approx(3.055), pytest.approx(3.055), 0.0, True)
+  near = [x * (1 + 0.9 * CURVE_TOLERANCE) for x in reference]
+  far = [x * (1 + 1.1 * CURVE_TOLERANCE) for x in reference]
+  assert compare_curves(near, reference)[3] and not compare_curves(far, reference)[3]
+  diverged = reference[:50] + [float("nan")] + reference[51:]
+  assert not compare_curves(diverged, reference)[3]  # a NaN early on fails, though the tails match

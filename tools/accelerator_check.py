@@ -1,0 +1,455 @@
+"""The accelerator check: everything worth knowing about attnjax on the accelerator at hand, in one call.
+
+    python -m tools.accelerator_check [--out=docs/accelerators] [--steps=300]     # on a GPU (or TPU) machine
+    python -m tools.accelerator_check --dry_run --out=/tmp/check                  # the small CPU version CI runs
+
+It measures, on whatever JAX's default backend is:
+
+1. **Fused attention.** ``implementation="auto"`` against ``"xla"``, values and gradients, in bfloat16, for the
+   shapes and masks the models use (encoder self-attention with key padding, causal decoder self-attention on packed
+   rows, cross-attention), and which kernel ``"auto"`` really ran (on a GPU it must be cuDNN).
+2. **bfloat16 training against a float32 CPU reference.** Every model family's train step (Transformer, LSTM +
+   Bahdanau attention, ConvS2S, the Transformer span-QA reader) for ``--steps`` steps from the same initial
+   parameters and the same batches: the device in bfloat16, the CPU in float32. The curves agree when the mean loss
+   of the last 10% of steps differs by less than :data:`CURVE_TOLERANCE` (relative).
+3. **Train-step throughput.** Transformer-base and Transformer-big (``experiments/wmt14_en_de``) at the experiment's
+   per-device batch: tokens/s, model FLOP/s (XLA's count of the compiled step plus the fused attention's), MFU
+   against the chip's peak from :mod:`attnjax.targets`, and the ahead-of-time roofline estimate of the same step.
+4. **Beam-4 decoding throughput** of the Multi30k-size Transformer (3 + 3 layers of 256): sentences/s.
+5. On a GPU, the tests marked ``gpu`` (``ATTNJAX_TEST_PLATFORMS=cuda pytest -m gpu``).
+
+It writes ``accelerator_check.md`` and ``accelerator_check.json`` (device, driver, JAX version and every figure)
+into ``--out``, and exits 1 if a check failed. ``--dry_run`` shrinks every size and step count so that the whole
+check runs on a CPU in a minute: CI runs it, so the check cannot rot before a machine is at hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CURVE_TOLERANCE = 0.05  # relative difference of the mean loss over the last 10% of steps, bfloat16 vs float32
+ATTENTION_TOLERANCE = {"out": 2e-2, "grad": 6e-2}  # max |difference| in bfloat16, relative to the largest value
+
+
+# ---------------------------------------------------------------------------------------------------- the machine
+
+
+def machine() -> dict:
+  import jax  # pylint: disable=g-import-not-at-top
+  device = jax.devices()[0]
+  info = {"platform": device.platform, "device_kind": device.device_kind, "devices": jax.device_count(),
+          "jax": jax.__version__, "jaxlib": getattr(jax.lib, "__version__", None) or _jaxlib_version(),
+          "python": platform.python_version(), "host": platform.node(), "driver": None}
+  if device.platform == "gpu":
+    try:
+      out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30).stdout.strip()
+      info["driver"] = out.splitlines()[0] if out else None
+    except (OSError, subprocess.SubprocessError):
+      pass
+  return info
+
+
+def _jaxlib_version():
+  try:
+    import jaxlib  # pylint: disable=g-import-not-at-top
+    return jaxlib.__version__
+  except (ImportError, AttributeError):
+    return None
+
+
+def _target_for(device_kind: str, platform_name: str):
+  """The one-device attnjax target whose chip this is (for its peak FLOP/s and bandwidth), or None: matched by the
+  chip's name in JAX's device kind ("NVIDIA H100 80GB HBM3" is an H100)."""
+  from attnjax import targets  # pylint: disable=g-import-not-at-top
+  if "PCIe" in device_kind.split():
+    return None  # the PCIe cards' peaks are lower than the SXM modules' the targets hold
+  for target in targets.TARGETS.values():
+    chip = target.device_kind.split()[1] if len(target.device_kind.split()) > 1 else target.device_kind
+    if target.platform == platform_name and target.num_devices == 1 and chip in device_kind.split():
+      return target
+  return None
+
+
+# ---------------------------------------------------------------------------------------------------- 1. attention
+
+
+ATTENTION_CASES = {  # name: (batch, query length, key length, heads, head size, causal, packed)
+    "encoder self, key padding": (4, 256, 256, 8, 64, False, False),
+    "decoder self, causal, packed": (4, 256, 256, 8, 64, True, True),
+    "cross, key padding": (4, 128, 256, 8, 64, False, False),
+}
+
+
+def _segments(b, n, rng, packed):
+  if packed:
+    ids = np.zeros((b, n), np.int32)
+    for row in range(b):
+      cut = int(rng.integers(n // 4, 3 * n // 4))
+      ids[row, :cut], ids[row, cut:n - 8] = 1, 2  # two examples, then padding
+    return ids
+  lengths = rng.integers(n // 2, n + 1, size=b)
+  return (np.arange(n)[None, :] < lengths[:, None]).astype(np.int32)
+
+
+def attention_check(dry: bool) -> list[dict]:
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from attnjax.kernels import fused, scaled_dot_product_attention  # pylint: disable=g-import-not-at-top
+  rows = []
+  rng = np.random.default_rng(0)
+  for name, (b, t, s, n, h, causal, packed) in ATTENTION_CASES.items():
+    if dry:
+      b, t, s, n, h = 2, t // 4, s // 4, 2, 16
+    q, k, v = (jnp.asarray(rng.normal(size=shape), jnp.bfloat16) for shape in ((b, t, n, h), (b, s, n, h), (b, s, n, h)))
+    kv_seg = _segments(b, s, rng, packed)
+    q_seg = kv_seg[:, :t] if packed else np.ones((b, t), np.int32)
+    cotangent = jnp.asarray(rng.normal(size=(b, t, n, h)), jnp.float32)
+
+    def loss(implementation):
+      def f(q, k, v):
+        out = scaled_dot_product_attention(q, k, v, is_causal=causal, q_segment_ids=jnp.asarray(q_seg),
+                                           kv_segment_ids=jnp.asarray(kv_seg), implementation=implementation)
+        return jnp.sum(out.astype(jnp.float32) * cotangent), out
+      return jax.jit(jax.value_and_grad(f, argnums=(0, 1, 2), has_aux=True))
+
+    results = {}
+    for implementation in ("xla", "auto"):
+      with fused.record_fused_calls() as calls:
+        (_, out), grads = loss(implementation)(q, k, v)
+      results[implementation] = (np.asarray(out, np.float32), [np.asarray(g, np.float32) for g in grads],
+                                 sorted({c[0] for c in calls}) or ["xla or blockwise"])
+    (want, want_grads, _), (got, got_grads, ran) = results["xla"], results["auto"]
+    live = q_seg != 0  # rows of padding attend nothing on either side
+    out_diff = float(np.max(np.abs(got - want)[live]) / max(np.max(np.abs(want)), 1e-6))
+    grad_diff = max(float(np.max(np.abs(g - w)) / max(np.max(np.abs(w)), 1e-6)) for g, w in zip(got_grads, want_grads))
+    chosen = fused.choose_implementation(
+        backend=fused.platform(), query_length=t, key_length=s, head_dim=h, dtype=jnp.bfloat16, has_mask=False,
+        has_bias=False, dropout=False, return_weights=False, has_segment_ids=True)[0]
+    expected = {"gpu": "cudnn", "tpu": "pallas_tpu"}.get(jax.default_backend())
+    ok = out_diff <= ATTENTION_TOLERANCE["out"] and grad_diff <= ATTENTION_TOLERANCE["grad"]
+    if expected:
+      ok = ok and ran == [expected]
+    rows.append({"case": name, "shape": [b, t, s, n, h], "auto_chose": chosen, "auto_ran": ran,
+                 "out_rel_diff": out_diff, "grad_rel_diff": grad_diff, "ok": bool(ok)})
+  return rows
+
+
+# ---------------------------------------------------------------------------------------------------- 2. curves
+
+
+FAMILIES = {
+    "transformer": dict(name="transformer", num_encoder_layers=2, num_decoder_layers=2, d_model=128, num_heads=4,
+                        d_ff=512, dropout_rate=0.0, shared_vocab=True, pre_norm=True),
+    "lstm_bahdanau": dict(name="rnn_seq2seq", attention="bahdanau", embed_dim=64, hidden_dim=128, dropout_rate=0.0),
+    "convs2s": dict(name="convs2s", embed_dim=64, hidden_dim=128, encoder_layers=2, decoder_layers=2,
+                    dropout_rate=0.0, max_length=64),
+    "span_qa_transformer": dict(name="span_qa", encoder="transformer", d_model=128, num_heads=4, num_layers=2,
+                                d_ff=512, dropout_rate=0.0, max_length=96),
+}
+VOCAB, BATCH, SRC_LEN, CONTEXT_LEN, QUESTION_LEN = 64, 16, 24, 64, 16
+
+
+def _batches(family: str, steps: int) -> list[dict]:
+  """The same synthetic batches everywhere: reversal of random token strings, or a span marked in the context."""
+  rng = np.random.default_rng(1)
+  out = []
+  for _ in range(steps):
+    if family.startswith("span_qa"):
+      context = rng.integers(4, VOCAB, size=(BATCH, CONTEXT_LEN)).astype(np.int32)
+      question = rng.integers(4, VOCAB, size=(BATCH, QUESTION_LEN)).astype(np.int32)
+      start = rng.integers(0, CONTEXT_LEN - 4, size=BATCH).astype(np.int32)
+      context[np.arange(BATCH), start] = 3  # the answer starts after a marker token
+      out.append({"question": question, "question_mask": np.ones_like(question, bool), "context": context,
+                  "context_mask": np.ones_like(context, bool), "start_positions": start,
+                  "end_positions": start + 2, "is_impossible": np.zeros(BATCH, bool),
+                  "weights": np.ones(BATCH, np.float32)})
+      continue
+    src = rng.integers(4, VOCAB, size=(BATCH, SRC_LEN)).astype(np.int32)
+    tgt = src[:, ::-1]
+    tgt_in = np.concatenate([np.full((BATCH, 1), 1, np.int32), tgt[:, :-1]], axis=1)
+    out.append({"src": src, "src_mask": np.ones_like(src, bool), "tgt_in": tgt_in, "tgt_out": tgt,
+                "tgt_mask": np.ones_like(tgt, bool)})
+  return out
+
+
+def train_curve(family: str, steps: int, dtype: str, device) -> list[float]:
+  """Losses of ``steps`` Adam steps of ``family`` in ``dtype`` on ``device``, from parameters initialised in
+  float32 on the CPU (the same for every device and dtype)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import optax  # pylint: disable=g-import-not-at-top
+  from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
+  from attnjax.training import steps as steps_lib  # pylint: disable=g-import-not-at-top
+  batches = _batches(family, steps)
+  from attnjax.models.registry import model_fields  # pylint: disable=g-import-not-at-top
+  cfg = dict(FAMILIES[family], dtype=dtype)
+  if "param_dtype" in model_fields(cfg["name"]):
+    cfg["param_dtype"] = "float32"  # the others keep float32 parameters whatever their compute dtype
+  model = build_model(cfg, src_vocab_size=VOCAB, tgt_vocab_size=VOCAB)
+  cpu = jax.devices("cpu")[0]
+  first = batches[0]
+  with jax.default_device(cpu):
+    init_args = ((first["question"], first["context"]) if family.startswith("span_qa")
+                 else (first["src"], first["tgt_in"], first["src_mask"]))
+    params = jax.jit(model.init)(jax.random.PRNGKey(0), *init_args)["params"]
+  params = jax.device_put(params, device)
+  tx = optax.adam(1e-3)
+  opt_state = jax.device_put(tx.init(params), device)
+  loss_fn = (steps_lib.span_loss_stats if family.startswith("span_qa")
+             else lambda m, p, b, r, d: steps_lib.seq2seq_loss_stats(m, p, b, r, d))
+
+  @jax.jit
+  def step(params, opt_state, batch):
+    def f(p):
+      stats = loss_fn(model, p, batch, None, True)
+      return stats["loss_sum"] / stats["ntokens"]
+    loss, grads = jax.value_and_grad(f)(params)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, loss
+
+  losses = []
+  for batch in batches:
+    params, opt_state, loss = step(params, opt_state, jax.device_put(batch, device))
+    losses.append(loss)
+  return [float(x) for x in jax.device_get(losses)]
+
+
+def compare_curves(low: list[float], reference: list[float]) -> tuple[float, float, float, bool]:
+  """``(last low, last reference, relative difference, agree)``: the mean loss of the last 10% of steps of each
+  curve; they agree when every low-precision loss is finite and the difference is within :data:`CURVE_TOLERANCE`."""
+  tail = max(len(reference) // 10, 1)
+  a, b = float(np.mean(low[-tail:])), float(np.mean(reference[-tail:]))
+  diff = abs(a - b) / max(abs(b), 1e-6)
+  return a, b, diff, bool(all(math.isfinite(x) for x in low) and diff <= CURVE_TOLERANCE)
+
+
+def curves_check(steps: int) -> list[dict]:
+  import jax  # pylint: disable=g-import-not-at-top
+  device, cpu = jax.devices()[0], jax.devices("cpu")[0]
+  rows = []
+  for family in FAMILIES:
+    t0 = time.perf_counter()
+    low = train_curve(family, steps, "bfloat16", device)
+    reference = train_curve(family, steps, "float32", cpu)
+    a, b, diff, ok = compare_curves(low, reference)
+    rows.append({"family": family, "steps": steps, "first_loss": reference[0], "last_loss_bf16": a,
+                 "last_loss_f32_cpu": b, "rel_diff": diff, "fell": b < reference[0],
+                 "ok": ok, "seconds": time.perf_counter() - t0,
+                 "bf16_curve": low[:: max(steps // 50, 1)], "f32_curve": reference[:: max(steps // 50, 1)]})
+  return rows
+
+
+# ---------------------------------------------------------------------------------------------------- 3. steps
+
+
+def step_throughput(experiment: str, dry: bool, timed_steps: int) -> dict:
+  """The experiment's train step at its per-device batch on one device: measured, and estimated ahead of time."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from attnjax import compile as compile_lib  # pylint: disable=g-import-not-at-top
+  from attnjax import targets  # pylint: disable=g-import-not-at-top
+  from attnjax.kernels import fused  # pylint: disable=g-import-not-at-top
+  from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
+  from attnjax.training import partitioning, steps as steps_lib  # pylint: disable=g-import-not-at-top
+  from attnjax.training.optim import make_optimizer  # pylint: disable=g-import-not-at-top
+  from attnjax.training.state import create_train_state  # pylint: disable=g-import-not-at-top
+  config = compile_lib.load_experiment(os.path.join(ROOT, "experiments", experiment))
+  home = targets.get(config.target)
+  rows, q, c = compile_lib._batch_shape(config, home.resolved_mesh()[0] * home.resolved_mesh()[1])  # pylint: disable=protected-access
+  per_device = max(rows // home.num_devices, 1)
+  m = config.model
+  if dry:  # a few layers of little width: the same code path in seconds on a CPU
+    with m.unlocked():
+      m.update(num_encoder_layers=1, num_decoder_layers=1, d_model=64, num_heads=4, d_ff=128)
+    per_device, q, c = 4, 32, 32
+  device = jax.devices()[0]
+  dtype = "float32" if device.platform == "cpu" else "bfloat16"
+  with m.unlocked():
+    m.dtype = dtype
+  vocab = -(-int(config.data.vocab_size) // config.data.vocab_multiple) * config.data.vocab_multiple
+  if dry:
+    vocab = 512
+  model = build_model(m.to_dict(), src_vocab_size=vocab, tgt_vocab_size=vocab)
+  mesh = partitioning.create_mesh(config.mesh.axes, (1, 1, 1), devices=[device])
+  rules = config.mesh.rules
+  tx, schedule = make_optimizer(config.train, m.d_model)
+  state, sharding, _ = create_train_state(model, tx, mesh, rules, seed=0)
+  rng = np.random.default_rng(0)
+  batch = {"src": rng.integers(4, vocab, size=(per_device, q)).astype(np.int32),
+           "tgt_in": rng.integers(4, vocab, size=(per_device, c)).astype(np.int32),
+           "tgt_out": rng.integers(4, vocab, size=(per_device, c)).astype(np.int32)}
+  batch["src_mask"], batch["tgt_mask"] = np.ones((per_device, q), bool), np.ones((per_device, c), bool)
+  batch = jax.device_put(batch, partitioning.batch_sharding(mesh, rules))
+  train_step = steps_lib.make_train_step(model, tx, schedule, state_sharding=sharding, mesh=mesh, rules=rules,
+                                         label_smoothing=config.train.label_smoothing)
+  with fused.record_fused_calls() as calls:
+    compiled = train_step.lower(state, batch).compile()
+  memory = compile_lib._memory(compiled)  # pylint: disable=protected-access
+  attention_flops = 3.0 * sum(fused.attention_flops(q_, k_, causal) for _, q_, k_, causal in calls)
+  flops = memory["flops"] + attention_flops
+  for _ in range(2):  # warm-up
+    state, metrics = compiled(state, batch)
+  jax.block_until_ready(metrics)
+  t0 = time.perf_counter()
+  for _ in range(timed_steps):
+    state, metrics = compiled(state, batch)
+  jax.block_until_ready(metrics)
+  seconds = (time.perf_counter() - t0) / timed_steps
+  chip = _target_for(device.device_kind, device.platform)
+  peak = chip.peak_flops if chip else None
+  estimate = None
+  if chip and chip.peak_flops:
+    estimate = max(flops / chip.peak_flops, memory["bytes_accessed"] / chip.hbm_bandwidth)
+  return {"experiment": experiment, "dtype": dtype, "batch": [per_device, q, c],
+          "fused_attention": sorted({call[0] for call in calls}) or ["none"],
+          "step_seconds": seconds, "tokens_per_s": per_device * c / seconds, "model_flops": flops,
+          "flops_per_s": flops / seconds, "peak_flops": peak, "mfu": flops / seconds / peak if peak else None,
+          "aot_estimate_seconds": estimate, "memory_gib": memory["total"] / 2**30, "loss": float(metrics["loss"])}
+
+
+# ---------------------------------------------------------------------------------------------------- 4. decoding
+
+
+def decode_throughput(dry: bool, sentences: int) -> dict:
+  import jax  # pylint: disable=g-import-not-at-top
+  from attnjax import compile as compile_lib  # pylint: disable=g-import-not-at-top
+  from attnjax import inference  # pylint: disable=g-import-not-at-top
+  from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
+  from attnjax.training import partitioning  # pylint: disable=g-import-not-at-top
+  config = compile_lib.load_experiment(os.path.join(ROOT, "experiments", "multi30k", "transformer.py"))
+  m = config.model
+  with m.unlocked():
+    if dry:
+      m.update(num_encoder_layers=1, num_decoder_layers=1, d_model=32, num_heads=2, d_ff=64)
+    m.dtype = "float32" if jax.default_backend() == "cpu" else "bfloat16"
+  vocab = 8192 if not dry else 256
+  model = build_model(m.to_dict(), src_vocab_size=vocab, tgt_vocab_size=vocab)
+  device = jax.devices()[0]
+  mesh = partitioning.create_mesh(config.mesh.axes, (1, 1, 1), devices=[device])
+  with config.eval.unlocked():
+    config.eval.beam_size, config.eval.max_len_a, config.eval.max_len_b = 4, 1.0, 10
+  decoder = inference.decoder_for(model, mesh, config.eval, vocab_size=vocab)
+  rng = np.random.default_rng(0)
+  src = rng.integers(4, vocab, size=(decoder.rows.rows(config.eval.batch_size), 14)).astype(np.int32)
+  params = model.init(jax.random.PRNGKey(0), src[:1], src[:1, :4])["params"]
+  params = jax.device_put(params, partitioning.replicated(mesh))
+  batch = decoder.rows.put(src)
+  jax.block_until_ready(decoder(params, batch))  # compiled
+  batches = max(sentences // src.shape[0], 1)
+  t0 = time.perf_counter()
+  for _ in range(batches):
+    out = decoder(params, batch)
+  jax.block_until_ready(out)
+  seconds = time.perf_counter() - t0
+  return {"model": "multi30k/transformer" + (" (shrunk)" if dry else ""), "beam": 4, "batch": int(src.shape[0]),
+          "source_length": 14, "sentences": batches * int(src.shape[0]),
+          "sentences_per_s": batches * src.shape[0] / seconds}
+
+
+# ---------------------------------------------------------------------------------------------------- 5. gpu tests
+
+
+def gpu_tests() -> dict:
+  env = dict(os.environ, ATTNJAX_TEST_PLATFORMS="cuda")
+  proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests/kernels/test_fused.py",
+                         "-p", "no:cacheprovider"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+  return {"returncode": proc.returncode, "summary": (proc.stdout.strip().splitlines() or [""])[-1],
+          "ok": proc.returncode == 0}
+
+
+# ---------------------------------------------------------------------------------------------------- the report
+
+
+def _fmt(x, digits=3):
+  if x is None:
+    return "—"
+  if isinstance(x, float):
+    return f"{x:.{digits}g}"
+  return str(x)
+
+
+def markdown(report: dict) -> str:
+  m = report["machine"]
+  lines = ["# Accelerator check", "",
+           f"`python -m tools.accelerator_check{' --dry_run' if report['dry_run'] else ''}` on {m['devices']} x "
+           f"{m['device_kind']} ({m['platform']}), driver {m['driver'] or '—'}, JAX {m['jax']}, jaxlib "
+           f"{m['jaxlib']}, Python {m['python']}. Overall: **{'pass' if report['ok'] else 'FAIL'}**.", "",
+           "## Fused attention (`auto` against `xla`, bfloat16)", "",
+           "| case | shape (B, T, S, N, H) | auto chose | auto ran | output diff | gradient diff | ok |",
+           "|---|---|---|---|---|---|---|"]
+  for r in report["attention"]:
+    lines.append(f"| {r['case']} | {tuple(r['shape'])} | {r['auto_chose']} | {', '.join(r['auto_ran'])} | "
+                 f"{r['out_rel_diff']:.2e} | {r['grad_rel_diff']:.2e} | {'yes' if r['ok'] else 'NO'} |")
+  lines += ["", f"Differences: max |auto - xla| over the largest |xla| value; tolerances {ATTENTION_TOLERANCE}.", "",
+            f"## bfloat16 training against the float32 CPU reference ({report['curves'][0]['steps']} steps)", "",
+            "| family | first loss | last loss, bf16 on device | last loss, f32 on CPU | relative diff | ok |",
+            "|---|---|---|---|---|---|"]
+  for r in report["curves"]:
+    lines.append(f"| {r['family']} | {r['first_loss']:.4f} | {r['last_loss_bf16']:.4f} | {r['last_loss_f32_cpu']:.4f}"
+                 f" | {r['rel_diff']:.3%} | {'yes' if r['ok'] else 'NO'} |")
+  lines += ["", f"Last loss: the mean of the last 10% of steps; tolerance {CURVE_TOLERANCE:.0%}.", "",
+            "## Train step", "",
+            "| experiment | dtype | batch (rows, S, T) | fused attention | step (ms) | tokens/s | TFLOP/s | MFU | "
+            "AOT estimate (ms) | memory (GiB) |", "|---|---|---|---|---|---|---|---|---|---|"]
+  for r in report["steps"]:
+    estimate = None if r["aot_estimate_seconds"] is None else 1e3 * r["aot_estimate_seconds"]
+    lines.append(f"| {r['experiment']} | {r['dtype']} | {tuple(r['batch'])} | {', '.join(r['fused_attention'])} | "
+                 f"{1e3 * r['step_seconds']:.1f} | {r['tokens_per_s']:,.0f} | {r['flops_per_s'] / 1e12:.2f} | "
+                 f"{_fmt(None if r['mfu'] is None else round(100 * r['mfu'], 1))}{'%' if r['mfu'] else ''} | "
+                 f"{_fmt(estimate)} | {r['memory_gib']:.2f} |")
+  d = report["decoding"]
+  lines += ["", "## Beam-4 decoding", "",
+            f"{d['model']}: {d['sentences_per_s']:,.1f} sentences/s (beam {d['beam']}, batch {d['batch']}, sources of "
+            f"{d['source_length']} tokens, {d['sentences']} sentences, compilation excluded)."]
+  if report.get("gpu_tests"):
+    g = report["gpu_tests"]
+    lines += ["", "## Tests marked gpu", "", f"`ATTNJAX_TEST_PLATFORMS=cuda pytest -m gpu`: {g['summary']}"]
+  return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--out", default="docs/accelerators", help="directory for accelerator_check.{md,json}")
+  parser.add_argument("--steps", type=int, default=300, help="training steps per model family")
+  parser.add_argument("--dry_run", action="store_true", help="tiny sizes and few steps (a CPU, CI)")
+  args = parser.parse_args(argv)
+  import jax  # pylint: disable=g-import-not-at-top
+  dry = args.dry_run
+  steps = 8 if dry else args.steps
+  report = {"dry_run": dry, "machine": machine()}
+  print(f"accelerator check on {report['machine']['device_kind']} ({report['machine']['platform']})", flush=True)
+  report["attention"] = attention_check(dry)
+  print("attention: done", flush=True)
+  report["curves"] = curves_check(steps)
+  print("curves: done", flush=True)
+  report["steps"] = [step_throughput(f"wmt14_en_de/{name}.py", dry, 3 if dry else 20)
+                     for name in ("transformer_base", "transformer_big")]
+  print("train steps: done", flush=True)
+  report["decoding"] = decode_throughput(dry, 64 if dry else 2000)
+  if jax.default_backend() == "gpu":
+    report["gpu_tests"] = gpu_tests()
+  report["ok"] = (all(r["ok"] for r in report["attention"]) and all(r["ok"] for r in report["curves"])
+                  and report.get("gpu_tests", {"ok": True})["ok"])
+  os.makedirs(args.out, exist_ok=True)
+  with open(os.path.join(args.out, "accelerator_check.json"), "w", encoding="utf-8") as f:
+    json.dump(report, f, indent=1)
+  text = markdown(report)
+  with open(os.path.join(args.out, "accelerator_check.md"), "w", encoding="utf-8") as f:
+    f.write(text)
+  print(text)
+  return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())
