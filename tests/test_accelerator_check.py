@@ -58,3 +58,22 @@ def test_curves_agree_only_within_the_tolerance_and_when_finite():
   assert compare_curves(near, reference)[3] and not compare_curves(far, reference)[3]
   diverged = reference[:50] + [float("nan")] + reference[51:]
   assert not compare_curves(diverged, reference)[3]  # a NaN early on fails, though the tails match
+
+
+def test_a_failing_section_is_reported_and_fails_the_check_without_costing_the_others(tmp_path, monkeypatch):
+  from tools import accelerator_check  # pylint: disable=g-import-not-at-top
+
+  def broken(*args, **kwargs):
+    raise RuntimeError("out of memory on the device")
+
+  monkeypatch.setattr(accelerator_check, "step_throughput", broken)
+  monkeypatch.setattr(accelerator_check, "curves_check", lambda steps: [])
+  monkeypatch.setattr(accelerator_check, "attention_check", lambda dry: [])
+  monkeypatch.setattr(accelerator_check, "decode_throughput", lambda dry, n: {
+      "model": "m", "beam": 4, "batch": 1, "source_length": 14, "sentences": 1, "sentences_per_s": 5.0})
+  assert accelerator_check.main(["--dry_run", f"--out={tmp_path}"]) == 1
+  report = json.loads((tmp_path / "accelerator_check.json").read_text())
+  assert report["errors"] == {"step transformer_base": "RuntimeError: out of memory on the device",
+                              "step transformer_big": "RuntimeError: out of memory on the device"}
+  assert report["decoding"]["sentences_per_s"] == 5.0 and not report["ok"]
+  assert "## Errors" in (tmp_path / "accelerator_check.md").read_text()
