@@ -139,7 +139,8 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
   from attnjax import inference, targets  # pylint: disable=g-import-not-at-top
   from attnjax.kernels import fused  # pylint: disable=g-import-not-at-top
   from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
-  from attnjax.training import partitioning, steps  # pylint: disable=g-import-not-at-top
+  from attnjax.runtime import partitioning  # pylint: disable=g-import-not-at-top
+  from attnjax.training import steps  # pylint: disable=g-import-not-at-top
   from attnjax.training.optim import make_optimizer  # pylint: disable=g-import-not-at-top
   from attnjax.training.state import state_shardings  # pylint: disable=g-import-not-at-top
 

@@ -16,7 +16,7 @@ from ml_collections import config_dict
 
 from attnjax import fs
 from attnjax.data.squad import QA_SOURCES  # extractive QA: model.name must be "span_qa"
-from attnjax.training.partitioning import DEFAULT_RULES
+from attnjax.runtime.partitioning import DEFAULT_RULES
 
 DATA_SOURCES = ("synthetic", "parallel_text", "tsv", "jsonl", "tfds_translation", "tfds_summarization") + QA_SOURCES
 # Keys an experiment file may add to config.data for the text sources (see attnjax.data.sources / tokenizer).

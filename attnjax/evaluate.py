@@ -25,7 +25,7 @@ import jax
 from attnjax import cli
 from attnjax.metrics import MetricUnavailableError
 from attnjax.scoring import evaluate_checkpoint
-from attnjax.training.loop import maybe_initialize_distributed, quiet_orbax_logging
+from attnjax.runtime.processes import maybe_initialize_distributed, quiet_orbax_logging
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "training workdir (holds config.json, vocabulary and checkpoints/)")
 _SPLIT = flags.DEFINE_list("split", ["test"], "the split(s) to evaluate, comma-separated, each in turn from the same "

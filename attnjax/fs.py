@@ -4,7 +4,7 @@ Everything goes through :mod:`etils.epath`, the path library Orbax itself uses, 
 a hypotheses file or a data source can live in a bucket on a TPU VM exactly as on a local disk. ``gs://`` is served by
 fsspec's GCS filesystem (``pip install 'attnjax[gcs]'`` installs gcsfs) unless TensorFlow is installed, in which case
 epath uses ``tf.io.gfile``. Checkpoint arrays go through TensorStore's own GCS driver (see
-:mod:`attnjax.training.checkpointing`).
+:mod:`attnjax.runtime.checkpointing`).
 
 Local paths are made absolute (Orbax requires it, and a relative path would otherwise depend on the current
 directory of whichever process reads it); URLs are kept as they are: ``os.path.abspath("gs://b/x")`` would turn them

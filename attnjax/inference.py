@@ -35,9 +35,9 @@ from attnjax.data.vocab import UNK_ID
 from attnjax.decoding import beam_search, greedy_search
 from attnjax.models.interface import PAD_ID
 from attnjax.models.registry import build_model
-from attnjax.training import partitioning
-from attnjax.training.checkpointing import Checkpointer
-from attnjax.training.state import param_shardings
+from attnjax.runtime import partitioning
+from attnjax.runtime.checkpointing import Checkpointer
+from attnjax.runtime.params import param_shardings
 
 _FILLER_ID = UNK_ID  # filler rows hold one token, so that no row is empty (their output is dropped)
 

@@ -18,7 +18,8 @@ from absl import flags
 
 from attnjax import cli, config as config_lib
 from attnjax.scoring import evaluate_checkpoint
-from attnjax.training.loop import quiet_orbax_logging, train_and_evaluate
+from attnjax.runtime.processes import quiet_orbax_logging
+from attnjax.training.loop import train_and_evaluate
 
 _WORKDIR = flags.DEFINE_string("workdir", "runs/quickstart", "where runs, checkpoints and plots go")
 _STEPS_SCALE = flags.DEFINE_float("steps_scale", 1.0, "multiply every run's training steps (e.g. 0.1 for a smoke run)")

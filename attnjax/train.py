@@ -11,7 +11,8 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from attnjax import cli
-from attnjax.training.loop import quiet_orbax_logging, train_and_evaluate
+from attnjax.runtime.processes import quiet_orbax_logging
+from attnjax.training.loop import train_and_evaluate
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiment file (ml_collections)", lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "directory for checkpoints, config, vocabulary and TensorBoard (a local "

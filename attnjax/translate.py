@@ -21,7 +21,7 @@ from absl import app, flags
 from attnjax import cli, config as config_lib
 from attnjax import fs, inference
 from attnjax.data import squad
-from attnjax.training.loop import quiet_orbax_logging
+from attnjax.runtime.processes import quiet_orbax_logging
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "training workdir (config.json, vocabulary, checkpoints/)")
 _INPUT = flags.DEFINE_string("input", None, "file with one source sentence per line, may be gzipped (default: stdin)")

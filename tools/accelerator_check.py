@@ -261,7 +261,8 @@ def step_throughput(experiment: str, dry: bool, timed_steps: int) -> dict:
   from attnjax import targets  # pylint: disable=g-import-not-at-top
   from attnjax.kernels import fused  # pylint: disable=g-import-not-at-top
   from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
-  from attnjax.training import partitioning, steps as steps_lib  # pylint: disable=g-import-not-at-top
+  from attnjax.runtime import partitioning  # pylint: disable=g-import-not-at-top
+  from attnjax.training import steps as steps_lib  # pylint: disable=g-import-not-at-top
   from attnjax.training.optim import make_optimizer  # pylint: disable=g-import-not-at-top
   from attnjax.training.state import create_train_state  # pylint: disable=g-import-not-at-top
   config = compile_lib.load_experiment(os.path.join(ROOT, "experiments", experiment))
@@ -326,7 +327,7 @@ def decode_throughput(dry: bool, sentences: int) -> dict:
   from attnjax import compile as compile_lib  # pylint: disable=g-import-not-at-top
   from attnjax import inference  # pylint: disable=g-import-not-at-top
   from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
-  from attnjax.training import partitioning  # pylint: disable=g-import-not-at-top
+  from attnjax.runtime import partitioning  # pylint: disable=g-import-not-at-top
   config = compile_lib.load_experiment(os.path.join(ROOT, "experiments", "multi30k", "transformer.py"))
   m = config.model
   with m.unlocked():

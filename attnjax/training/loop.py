@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import functools
-import logging as py_logging
-import os
 import signal
-import socket
 import time
 
 from absl import logging
@@ -21,38 +18,13 @@ from attnjax.data.pipeline import Seq2SeqBatcher
 from attnjax.data.spans import SpanBatcher
 from attnjax.data.tasks import Vocabularies, load_task
 from attnjax.models.registry import build_model
-from attnjax.training import partitioning, provenance, steps, summaries, warm_start, workdir_lock
-from attnjax.training.checkpointing import Checkpointer
-from attnjax.training.watchdog import PeerWatchdog, exit_now, peer_timeout_seconds, this_process
+from attnjax.runtime import partitioning
+from attnjax.runtime.checkpointing import Checkpointer
+from attnjax.runtime.processes import maybe_initialize_distributed
+from attnjax.training import provenance, steps, summaries, warm_start, workdir_lock
+from attnjax.training.watchdog import PeerWatchdog, exit_now, this_process
 from attnjax.training.optim import make_optimizer
 from attnjax.training.state import abstract_with_sharding, create_train_state
-
-
-def maybe_initialize_distributed(cfg) -> None:
-  """``jax.distributed.initialize`` when the config (i.e. the launcher) asks for it; before any device is touched."""
-  if not cfg.initialize:
-    return
-  if cfg.cpu_collectives:
-    jax.config.update("jax_cpu_collectives_implementation", cfg.cpu_collectives)
-  kwargs = {k: cfg[k] for k in ("coordinator_address", "num_processes", "process_id") if cfg[k] is not None}
-  # a frozen peer (SIGSTOP, a paused VM) stops heartbeating: JAX aborts the others after this; the peer watchdog
-  # (half of it) explains first which process hung
-  kwargs["heartbeat_timeout_seconds"] = 2 * peer_timeout_seconds(cfg)
-  jax.distributed.initialize(**kwargs)  # on TPU VMs / SLURM every argument is discovered from the environment
-  logging.info("distributed: process %d of %d on host %s (pid %d), %d local / %d global devices", jax.process_index(),
-               jax.process_count(), socket.gethostname(), os.getpid(), jax.local_device_count(), jax.device_count())
-
-
-class _QuietLibraries(py_logging.Filter):
-  def filter(self, record):  # Orbax narrates every save and gcsfs every read at INFO; keep their warnings
-    return record.levelno >= py_logging.WARNING or not any(name in record.pathname for name in ("orbax", "gcsfs"))
-
-
-def quiet_orbax_logging() -> None:
-  """Drops Orbax's and gcsfs' INFO chatter from the absl log handler (CLIs call this; libraries leave logging
-  alone)."""
-  logging.get_absl_handler().addFilter(_QuietLibraries())
-  py_logging.getLogger("gcsfs").setLevel(py_logging.WARNING)
 
 
 def measured_peak_flops() -> float:

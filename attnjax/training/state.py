@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from attnjax.training import partitioning
+from attnjax.runtime import partitioning
+from attnjax.runtime.params import init_params
 
 
 @flax.struct.dataclass
@@ -21,20 +22,9 @@ class TrainState:
   rng: Any  # uint32[2] base key; the dropout key of step s is fold_in(rng, s), so a resumed run draws the same masks
 
 
-def init_batch(batch_size: int = 1, length: int = 8):
-  """A tiny dummy batch for shape inference (parameters do not depend on batch or length)."""
-  ids = jnp.full((batch_size, length), 3, jnp.int32)
-  return ids, ids
-
-
-def _init_params(model, rng):
-  src, tgt = init_batch()
-  return model.init({"params": rng, "dropout": rng}, src, tgt)["params"]
-
-
 def state_shardings(model, tx, mesh, rules, rng):
   """(abstract TrainState, TrainState of NamedShardings) without allocating anything."""
-  boxed = jax.eval_shape(lambda r: _init_params(model, r), rng)
+  boxed = jax.eval_shape(lambda r: init_params(model, r), rng)
   param_sharding = partitioning.logical_sharding(nn.get_partition_spec(boxed), mesh, rules)
   abstract = jax.eval_shape(lambda r: _make_state(model, tx, r), rng)
   replicated = partitioning.replicated(mesh)
@@ -44,17 +34,9 @@ def state_shardings(model, tx, mesh, rules, rng):
   return abstract, sharding
 
 
-def param_shardings(model, mesh, rules, seed: int = 0):
-  """(abstract parameters, their NamedShardings) of ``model`` by its logical axis names, allocating nothing: what an
-  evaluation restores the parameters alone into."""
-  boxed = jax.eval_shape(lambda r: _init_params(model, r), jax.random.PRNGKey(seed))
-  sharding = partitioning.logical_sharding(nn.get_partition_spec(boxed), mesh, rules)
-  return nn.meta.unbox(boxed), sharding
-
-
 def _make_state(model, tx, rng):
   params_rng, dropout_rng = jax.random.split(rng)
-  params = nn.meta.unbox(_init_params(model, params_rng))
+  params = nn.meta.unbox(init_params(model, params_rng))
   return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params), rng=dropout_rng)
 
 

@@ -20,7 +20,7 @@ import functools
 
 from attnjax.data.pipeline import HOST_ONLY_KEYS
 from attnjax.models.span_qa import span_nll
-from attnjax.training import partitioning
+from attnjax.runtime import partitioning
 from attnjax.training.losses import smoothed_cross_entropy
 
 BATCH_KEYS = ("src", "src_mask", "tgt_in", "tgt_out", "tgt_mask")

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 
 from attnjax import config as config_lib
 from attnjax import fs
-from attnjax.training.checkpointing import Checkpointer
+from attnjax.runtime.checkpointing import Checkpointer
 
 VOCABULARY_PATTERNS = ("spm*.model", "spm*.vocab", "vocab.json", "tokens.*.npz")
 

@@ -16,17 +16,9 @@ import time
 from absl import logging
 import jax
 
+from attnjax.runtime.processes import peer_timeout_seconds
+
 PEER_TIMEOUT_EXIT_CODE = 75  # EX_TEMPFAIL: a peer hung or died; restart all processes to resume
-
-
-def peer_timeout_seconds(cfg) -> int:
-  """``config.distributed.peer_timeout_seconds``, checked: seconds of silence after which a peer process counts as
-  hung. :class:`PeerWatchdog` gives up after this long; jax.distributed's heartbeat timeout is set to twice it (JAX's
-  own default, 100 s, for the default 50), so that the watchdog's message comes first."""
-  seconds = cfg.get("peer_timeout_seconds", 50)
-  if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
-    raise ValueError(f"config.distributed.peer_timeout_seconds={seconds!r}: must be a whole number of seconds >= 1")
-  return seconds
 
 
 def this_process() -> str:

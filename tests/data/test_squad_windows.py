@@ -10,7 +10,7 @@ import pytest
 from attnjax import inference
 from attnjax.data.squad import NO_ANSWER, SquadQuestion, predictions_from_spans
 from attnjax.data.squad_windows import best_across_windows, encode_windows, window_starts
-from attnjax.training import partitioning
+from attnjax.runtime import partitioning
 
 
 class WordVocab:

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from attnjax.training.checkpointing import Checkpointer
+from attnjax.runtime.checkpointing import Checkpointer
 from tools import faults
 
 
@@ -54,7 +54,7 @@ def test_an_unreadable_step_is_set_aside_so_that_the_resumed_run_can_save_that_s
 def test_peer_timeout_is_a_config_key_checked_by_name():
   import pytest  # pylint: disable=g-import-not-at-top
   from attnjax.config import base_config  # pylint: disable=g-import-not-at-top
-  from attnjax.training.watchdog import peer_timeout_seconds  # pylint: disable=g-import-not-at-top
+  from attnjax.runtime.processes import peer_timeout_seconds  # pylint: disable=g-import-not-at-top
   distributed = base_config().distributed
   assert peer_timeout_seconds(distributed) == 50
   distributed.peer_timeout_seconds = 7

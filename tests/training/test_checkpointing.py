@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from attnjax.training.checkpointing import Checkpointer
+from attnjax.runtime.checkpointing import Checkpointer
 from attnjax.config import load_config
 from attnjax.training.loop import Experiment, train_and_evaluate
 from tests.training.run_steps import tiny_config

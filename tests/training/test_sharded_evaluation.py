@@ -17,7 +17,7 @@ import pytest
 
 from attnjax import config as config_lib
 from attnjax import scoring
-from attnjax.training import checkpointing
+from attnjax.runtime import checkpointing
 from attnjax.training.loop import train_and_evaluate
 
 # one worker runs this module's tests (make test: --dist=loadgroup), so its module fixture is built once
