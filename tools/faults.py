@@ -483,8 +483,7 @@ def _expect_survivors_exit(cluster: Cluster, survivors, failed: int, reason: str
 
 def _last_line(text: str) -> str:
   """The last line of a log that says something (stripped of absl's prefix), or ''."""
-  lines = [line for line in text.splitlines() if line.strip()]
-  return re.sub(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+\] ", "", lines[-1]).strip() if lines else ""
+  return _tail(text, r"\S")
 
 
 def run_fault(ctx: Context, fault: Fault) -> Row:
