@@ -92,13 +92,18 @@ class _LocalStore:
       finally:
         fcntl.flock(f, fcntl.LOCK_UN)
 
-  def read(self) -> tuple[bytes, Any] | None:
+  def _read(self) -> tuple[bytes, Any] | None:
     try:
       with open(self.path, "rb") as f:
         data = f.read()
     except FileNotFoundError:
       return None
     return data, data
+
+  def read(self) -> tuple[bytes, Any] | None:
+    """The lock file under the guard, so that a run creating it is never seen halfway (an empty file)."""
+    with self._guarded():
+      return self._read()
 
   def create(self, data: bytes) -> Any:
     with self._guarded():
@@ -109,7 +114,7 @@ class _LocalStore:
 
   def replace(self, data: bytes, token: Any) -> Any:
     with self._guarded():
-      current = self.read()
+      current = self._read()
       if current is None or current[1] != token:
         raise FileExistsError(self.path)
       tmp = f"{self.path}.{uuid.uuid4().hex}.tmp"
@@ -120,7 +125,7 @@ class _LocalStore:
 
   def delete(self, token: Any) -> bool:
     with self._guarded():
-      current = self.read()
+      current = self._read()
       if current is None or current[1] != token:
         return False
       os.remove(self.path)
@@ -259,13 +264,26 @@ class WorkdirLock:
       try:
         self._token = self._store.replace(self._encode(), self._token)
       except FileExistsError:
-        current = self._store.read()
-        holder = self._holder_text(json.loads(current[0])) if current else "nobody (the lock was removed)"
+        holder = self._new_holder()
         self.lost = f"another run took the lock on workdir {self.workdir}: {holder}"
         logging.error("workdir lock: %s", self.lost)
         return
       except Exception as e:  # pylint: disable=broad-except
         logging.warning("workdir lock: heartbeat failed (retried at the next one): %s", e)
+
+  def _new_holder(self) -> str:
+    """Who holds the lock now, for the message of a run that lost it. A lock file written by something that ignores
+    the guard can be read halfway: read again for a moment before calling it unreadable."""
+    for attempt in range(20):
+      current = self._store.read()
+      if current is None:
+        return "nobody (the lock was removed)"
+      try:
+        return self._holder_text(json.loads(current[0]))
+      except ValueError:
+        if attempt < 19:
+          time.sleep(0.05)
+    return "an unreadable lock file"
 
   def check(self) -> None:
     """Raises :class:`WorkdirBusy` if another run took the lock from this one."""

@@ -90,6 +90,20 @@ def test_the_holder_beats_and_learns_when_another_run_took_the_lock(tmp_path):
   assert json.loads((tmp_path / LOCK_FILE).read_text())["host"] == "elsewhere"  # not removed: it is theirs
 
 
+def test_a_holder_that_reads_the_new_lock_halfway_written_still_names_its_new_holder(tmp_path):
+  lock = WorkdirLock(tmp_path, heartbeat_seconds=0.05)
+  lock.acquire()
+  (tmp_path / LOCK_FILE).write_text("")  # the other run's write, caught between truncation and content
+  time.sleep(0.2)
+  _write_holder(tmp_path / LOCK_FILE, host="elsewhere", pid=7)
+  deadline = time.time() + 5
+  while lock.lost is None and time.time() < deadline:
+    time.sleep(0.05)
+  with pytest.raises(WorkdirBusy, match="another run took the lock on workdir .*host elsewhere, pid 7"):
+    lock.check()
+  lock.release()
+
+
 def _race(workdir, n=8):
   """``n`` threads acquire at once; returns how many won."""
   barrier, won = threading.Barrier(n), []
