@@ -36,6 +36,7 @@ _CONFIG = None
 _TARGET = None
 _ALL = None
 _OUT = None
+COST_TITLE = "# Cost of the study on its targets\n\n"  # the --out page's title (a docs page)
 _DECODE = None
 _RENDER = None
 
@@ -279,7 +280,7 @@ def main(argv):
     reports = [Report(**r) for r in json.loads(fs.read_text(_RENDER.value))]
     for r in reports:
       r.seed_params = seed_params(load_experiment(r.experiment))
-    fs.write_text(_OUT.value, table(reports))
+    fs.write_text(_OUT.value, COST_TITLE + table(reports))
     return
   specs = study_experiments() if _ALL.value else [_CONFIG.value]
   if not specs or specs == [None]:
@@ -297,7 +298,7 @@ def main(argv):
     sys.stdout.flush()
   if _OUT.value:
     from attnjax import fs  # pylint: disable=g-import-not-at-top
-    fs.write_text(_OUT.value, table(reports))
+    fs.write_text(_OUT.value, COST_TITLE + table(reports))
     fs.write_text(os.path.splitext(_OUT.value)[0] + ".json",
                   json.dumps([dataclasses.asdict(r) for r in reports], indent=1))
   if failures:

@@ -4,7 +4,7 @@ Both are one ``jax.jit``-compiled ``lax.while_loop`` over incremental (cached) d
 
 Beam search keeps, per sentence, K alive hypotheses and K finished ones (Wu et al. 2016, GNMT §7; the finalisation
 rule of fairseq): each step takes the top 2K continuations of the alive beams; those ending in EOS *and ranked among
-the top K* are finished with the length-normalised score
+the top K* are finished with the length-normalised score::
 
     s(Y) = log P(Y|X) / lp(Y),    lp(Y) = ((5 + |Y|) / 6)^α      (|Y| counts the generated tokens, EOS included)
 
@@ -49,7 +49,7 @@ class DecodeResult(NamedTuple):
 
 
 def length_penalty(length, alpha: float):
-  """GNMT length penalty ((5 + |Y|) / 6)^α (Wu et al. 2016, eq. 14)."""
+  """GNMT length penalty ``((5 + |Y|) / 6)^α`` (Wu et al. 2016, eq. 14)."""
   return ((5.0 + jnp.asarray(length, jnp.float32)) / 6.0) ** alpha
 
 

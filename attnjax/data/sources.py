@@ -9,26 +9,26 @@ hypotheses file lines up with its reference file and a score covers the whole sp
 
 Config (:func:`load_text_task`): ``config.data.source`` picks the source; the other ``config.data`` keys it reads:
 
-=====================  =================================================================================================
-source                 keys (default)
-=====================  =================================================================================================
-``parallel_text``      ``dir`` (required); ``src_lang``, ``tgt_lang`` (required: file suffixes); ``splits`` (required:
-                       split -> file stem, e.g. ``{"train": "train", "validation": "val", "test":
-                       "test_2016_flickr"}``; reads ``<dir>/<stem>.<lang>`` or ``<dir>/<stem>.<lang>.gz``);
-                       ``max_chars`` (None)
-``tsv``                ``path`` (one file, relative to ``dir`` if that is set) split by hashed source text into
-                       ``heldout`` (``{"validation": 0.05, "test": 0.05}``, split -> fraction; the rest is "train")
-                       with ``split_seed`` (0); or instead of ``path``, ``splits`` (split -> file, relative to
-                       ``dir``); ``src_column`` (0), ``tgt_column`` (1), ``dir`` (""), ``max_chars`` (None)
-``jsonl``              ``splits`` (required: split -> file, relative to ``dir``); ``dir`` (""); ``document_key``
-                       ("document"), ``summary_key`` ("summary"), ``max_chars`` (None)
-``tfds_translation``   ``tfds_name`` ("wmt14_translate/de-en"); ``src_lang`` ("en"), ``tgt_lang`` ("de"): feature
-                       keys; ``splits`` (``{"train": "train", "validation": "validation", "test": "test"}``: split ->
-                       tfds split, slices like ``"train[:1%]"`` allowed); ``tfds_data_dir`` (None: tfds' default);
-                       ``tfds_download`` (False); ``tfds_backend`` ("auto"); ``max_chars`` (None)
-``tfds_summarization`` ``tfds_name`` (required: "cnn_dailymail" or "xsum", optionally with a config / version);
-                       ``splits``, ``tfds_data_dir``, ``tfds_download``, ``tfds_backend``, ``max_chars`` as above
-=====================  =================================================================================================
+======================  ================================================================================================
+source                  keys (default)
+======================  ================================================================================================
+``parallel_text``       ``dir`` (required); ``src_lang``, ``tgt_lang`` (required: file suffixes); ``splits`` (required:
+                        split -> file stem, e.g. ``{"train": "train", "validation": "val", "test":
+                        "test_2016_flickr"}``; reads ``<dir>/<stem>.<lang>`` or ``<dir>/<stem>.<lang>.gz``);
+                        ``max_chars`` (None)
+``tsv``                 ``path`` (one file, relative to ``dir`` if that is set) split by hashed source text into
+                        ``heldout`` (``{"validation": 0.05, "test": 0.05}``, split -> fraction; the rest is "train")
+                        with ``split_seed`` (0); or instead of ``path``, ``splits`` (split -> file, relative to
+                        ``dir``); ``src_column`` (0), ``tgt_column`` (1), ``dir`` (""), ``max_chars`` (None)
+``jsonl``               ``splits`` (required: split -> file, relative to ``dir``); ``dir`` (""); ``document_key``
+                        ("document"), ``summary_key`` ("summary"), ``max_chars`` (None)
+``tfds_translation``    ``tfds_name`` ("wmt14_translate/de-en"); ``src_lang`` ("en"), ``tgt_lang`` ("de"): feature
+                        keys; ``splits`` (``{"train": "train", "validation": "validation", "test": "test"}``: split ->
+                        tfds split, slices like ``"train[:1%]"`` allowed); ``tfds_data_dir`` (None: tfds' default);
+                        ``tfds_download`` (False); ``tfds_backend`` ("auto"); ``max_chars`` (None)
+``tfds_summarization``  ``tfds_name`` (required: "cnn_dailymail" or "xsum", optionally with a config / version);
+                        ``splits``, ``tfds_data_dir``, ``tfds_download``, ``tfds_backend``, ``max_chars`` as above
+======================  ================================================================================================
 
 The extractive-QA sources (``squad_json``, ``tfds_squad``) give SQuAD records rather than text pairs: see
 :func:`attnjax.data.squad.load_qa_task`.

@@ -12,8 +12,10 @@ Shape letters used throughout: B batch, T query (decoder) steps, S key
 
 Mask convention (shared with ``multiplicative.py`` through
 ``masked_softmax``): a boolean array where True means "may attend".
-  * rank 2, ``[B, S]``: key-padding mask, broadcast over every query step T.
-  * rank 3, broadcastable to ``[B, T, S]`` (e.g. ``[B, 1, S]``, ``[1, T, S]``).
+
+* rank 2, ``[B, S]``: key-padding mask, broadcast over every query step T.
+* rank 3, broadcastable to ``[B, T, S]`` (e.g. ``[B, 1, S]``, ``[1, T, S]``).
+
 A query row whose keys are all masked yields all-zero weights and context
 (never NaN), and zero gradients.
 """

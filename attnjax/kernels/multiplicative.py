@@ -1,7 +1,7 @@
 """Luong global (multiplicative-family) attention as pure JAX functions.
 
 Reference: Luong, Pham & Manning (2015), "Effective Approaches to
-Attention-based Neural Machine Translation", EMNLP 2015 (Sec. 3.1, Eq. 7-8):
+Attention-based Neural Machine Translation", EMNLP 2015 (Sec. 3.1, Eq. 7-8)::
 
     score(h_t, h̄_s) = h_t^T h̄_s                     "dot"
                     = h_t^T W_a h̄_s                 "general"

@@ -132,7 +132,7 @@ class AdditiveAttention(nn.Module):
 
 
 class LuongAttention(nn.Module):
-  """Luong et al. (2015) global attention (Sec. 3.1, Eq. 7-8) from the current decoder state h_t.
+  """Luong et al. (2015) global attention (Sec. 3.1, Eq. 7-8) from the current decoder state h_t::
 
       score(h_t, h̄_s) = h_t^T h̄_s                    "dot"      (needs Dq == Dk; no parameters)
                       = h_t^T W_a h̄_s                "general"  (W_a: ``w_a [Dq, Dk]``)

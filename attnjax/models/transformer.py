@@ -2,7 +2,7 @@
 
 Each encoder layer: self-attention, then a position-wise feed-forward network FFN(x) = max(0, x W₁ + b₁) W₂ + b₂
 (eq. 2); each decoder layer adds encoder-decoder attention between the two, and its self-attention is causal. Every
-sublayer is wrapped as (§5.4: dropout on each sublayer output before the residual sum)
+sublayer is wrapped as (§5.4: dropout on each sublayer output before the residual sum)::
 
     post-norm (the paper):  x ← LayerNorm(x + Dropout(Sublayer(x)))
     pre-norm  (Xiong et al. 2020, trains without warm-up tricks at depth):  x ← x + Dropout(Sublayer(LayerNorm(x))),

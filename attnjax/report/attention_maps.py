@@ -197,7 +197,7 @@ def main(argv):
     rows = [(label, workdir, alignment_diagnostics(workdir, _ALIGNMENT_SPLIT.value, _ALIGNMENT_EXAMPLES.value))
             for label, workdir in zip(labels, _WORKDIRS.value)]
     table = alignment_table(rows, _ALIGNMENT_SPLIT.value)
-    fs.write_text(fs.join(_OUT.value, "alignment.md"), table + "\n")
+    fs.write_text(fs.join(_OUT.value, "alignment.md"), "# Alignment diagnostics\n\n" + table + "\n")
     print(table)
 
 
