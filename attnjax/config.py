@@ -16,7 +16,6 @@ from ml_collections import config_dict
 
 from attnjax import fs
 from attnjax.data.squad import QA_SOURCES  # extractive QA: model.name must be "span_qa"
-from attnjax.runtime.partitioning import DEFAULT_RULES
 
 DATA_SOURCES = ("synthetic", "parallel_text", "tsv", "jsonl", "tfds_translation", "tfds_summarization") + QA_SOURCES
 # Keys an experiment file may add to config.data for the text sources (see attnjax.data.sources / tokenizer).
@@ -31,6 +30,19 @@ SPAN_METRICS = ("exact_match", "f1")
 # What train.best_metric may name: a metric value of the evaluation.
 METRICS = ("exact_match", "bleu", "chrf", "ter", "meteor", "rouge1", "rouge2", "rougeL", "rougeLsum", "f1", "loss",
            "nll")
+
+# The logical-axis rules of the mesh (attnjax.runtime.partitioning applies them): batch over data and fsdp,
+# parameters' embed axis over fsdp, the vocabulary, feed-forward and heads over tensor.
+DEFAULT_RULES = (
+    ("batch", ("data", "fsdp")),
+    ("length", None),
+    ("vocab", "tensor"),
+    ("embed", "fsdp"),
+    ("mlp", "tensor"),
+    ("heads", "tensor"),
+    ("kv", None),
+)
+
 
 
 def base_config() -> ml_collections.ConfigDict:

@@ -563,3 +563,20 @@ def test_other_splits_rows_follow_the_model_order_of_the_tables_whatever_the_rec
   for ordering in (records, records[::-1]):
     rows = [line for line in report.tables.other_splits_table(ordering).splitlines() if "test2017" in line]
     assert [row.split(" | ")[-1].rstrip(" |") for row in rows] == ["m/seq2seq", "z/concat", "a/transformer"]
+
+
+def test_a_run_without_config_is_placed_from_the_config_its_experiment_file_builds(tmp_path):
+  """A pending point has only launch.json: the report loads its experiment file (not a table of file names) and
+  applies the point's overrides; a file that is gone leaves the run unplaced, never guessed."""
+  from attnjax.config import experiment_module  # pylint: disable=g-import-not-at-top
+  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  built = experiment_module(os.path.join(repo, "experiments/multi30k/lstm_luong.py")).get_config()
+  _run(tmp_path / "scores" / "dot", launch=_launch("multi30k/lstm_luong", sweep="scores", point="dot", status="pending",
+                                                   overrides={"model.attention": "luong_dot"}))
+  _run(tmp_path / "gone", launch=_launch("multi30k/no_such_arm", status="pending"))
+  pending = report.read_run(tmp_path / "scores" / "dot", tmp_path)
+  assert pending["task"] == built.data.task == "multi30k_en_de" and pending["kind"] == "translation"
+  assert pending["model"] == {**built.model.to_dict(), "attention": "luong_dot"}
+  assert pending["label"] == "LSTM + Luong (dot)" and pending["state"] == "pending"
+  gone = report.read_run(tmp_path / "gone", tmp_path)
+  assert (gone["task"], gone["model"], gone["kind"]) == (None, None, None)

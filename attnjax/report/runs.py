@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 from typing import Any, Iterable
@@ -77,25 +78,7 @@ LABEL_ORDER = ("Lead-3", "LSTM seq2seq", "LSTM + Bahdanau", "LSTM + Bahdanau + p
                "BiLSTM reader",
                "Transformer reader")
 
-# A run that never got as far as writing config.json (pending, or failed at start-up) is placed from its experiment
-# file's name (and its overrides): the model each of experiments/<task>/<stem>.py builds.
-_EXPERIMENT_MODELS = {
-    "transformer": {"name": "transformer"}, "transformer_base": {"name": "transformer", "d_model": 512},
-    "transformer_big": {"name": "transformer", "d_model": 1024}, "transformer_small": {"name": "transformer"},
-    "dates_transformer": {"name": "transformer"}, "reverse_positions": {"name": "transformer"},
-    "convs2s": {"name": "convs2s"},
-    "lstm_seq2seq": {"name": "rnn_seq2seq", "attention": None},
-    "lstm_bahdanau": {"name": "rnn_seq2seq", "attention": "bahdanau"},
-    "lstm_attention": {"name": "rnn_seq2seq", "attention": "bahdanau"},
-    "dates_lstm_bahdanau": {"name": "rnn_seq2seq", "attention": "bahdanau"},
-    "lstm_luong": {"name": "rnn_seq2seq", "attention": "luong_general"},
-    "bilstm_reader": {"name": "span_qa", "encoder": "bilstm"},
-    "span_qa_bilstm": {"name": "span_qa", "encoder": "bilstm"},
-    "transformer_reader": {"name": "span_qa", "encoder": "transformer"},
-    "span_qa_transformer": {"name": "span_qa", "encoder": "transformer"},
-}
-_EXPERIMENT_TASKS = {"multi30k": "multi30k_en_de", "squad": "squad_v1_dev_by_article", "dates_transformer": "dates",
-                     "dates_lstm_bahdanau": "dates", "reverse_positions": "reverse"}
+_REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # experiments/ lives here
 
 NOT_COMPUTED = "—"  # an evaluated run whose evaluation did not compute this metric (METEOR is opt-in)
 
@@ -203,17 +186,29 @@ def _launch_overrides(launch: dict) -> dict:
 
 
 def _from_experiment(launch: dict) -> tuple[str | None, dict | None]:
-  """``(task, model section)`` guessed from the experiment's file name and overrides, for a run with no config."""
-  name = launch.get("experiment_name") or re.sub(r"^.*experiments/|\.py$", "", launch.get("experiment") or "")
-  if not name:
+  """``(task, model section)`` of a run with no config.json (pending, or failed at start-up): the config its
+  experiment file builds (``launch.json``'s ``experiment``, as given to the launcher or from the repository root),
+  with the run's ``--config`` overrides applied. ``(None, None)`` when the file cannot be loaded: the run is then
+  listed among the runs the report cannot place."""
+  from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
+  experiment = launch.get("experiment") or ""
+  candidates = [experiment, os.path.join(_REPOSITORY, experiment)] if experiment else []
+  path = next((c for c in candidates if os.path.isfile(c)), None)
+  if path is None:
     return None, None
-  parts = name.split("/")
-  task = parts[0] if parts[0] in TASK_KINDS else _EXPERIMENT_TASKS.get(parts[0])
-  model = dict(_EXPERIMENT_MODELS.get(parts[-1], {}))
+  try:
+    config = config_lib.experiment_module(path).get_config()
+  except Exception as e:  # pylint: disable=broad-except
+    logging.warning("report: could not load %s to place a run without config.json: %s", path, e)
+    return None, None
+  task = config.data.get("task")
+  model = config.model.to_dict()
   for key, value in _launch_overrides(launch).items():
-    if key.startswith("model."):
+    if key == "data.task":
+      task = value
+    elif key.startswith("model."):
       model[key[len("model."):]] = value
-  return task, (model or None)
+  return task, model
 
 
 def _kind(task: str | None, model: dict | None, scores: dict) -> str | None:

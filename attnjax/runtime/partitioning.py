@@ -20,16 +20,6 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from attnjax.kernels import fused
 
-DEFAULT_RULES = (
-    ("batch", ("data", "fsdp")),
-    ("length", None),
-    ("vocab", "tensor"),
-    ("embed", "fsdp"),
-    ("mlp", "tensor"),
-    ("heads", "tensor"),
-    ("kv", None),
-)
-
 
 def mesh_shape(axis_sizes: Sequence[int], num_devices: int) -> tuple[int, ...]:
   """Resolves one ``-1`` in ``axis_sizes`` to the devices left over; checks the product."""
