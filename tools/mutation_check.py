@@ -52,6 +52,8 @@ LOSSES = "tests/training/test_losses_and_schedule.py"
 RNN_TESTS = ("tests/models/test_rnn_equations.py", "tests/models/test_rnn_seq2seq.py")
 DECODING_CONSTRAINTS = "tests/test_decoding_constraints.py"
 COPY_EQ = "tests/models/test_copy_coverage_equations.py"
+BERT_NUMPY = "tests/transfer/test_bert.py::test_an_imported_tiny_bert_equals_a_numpy_transcription_of_berts_forward_pass"
+MEAN_POOL = "tests/transfer/test_bert.py::test_mean_pooling_averages_the_real_tokens_and_normalises"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,8 +93,8 @@ MUTANTS = (
            (TRANSFORMER_PAPER,),
            "encoder-decoder attention over the real source tokens only"),
     Mutant("ffn-relu", "attnjax/models/transformer.py",
-           'h = nn.relu(_dense(self.d_ff, ("embed", "mlp"), self.dtype, self.param_dtype)(x))',
-           'h = _dense(self.d_ff, ("embed", "mlp"), self.dtype, self.param_dtype)(x)',
+           '"relu": nn.relu,',
+           '"relu": lambda x: x,',
            (TRANSFORMER_PAPER,),
            "Vaswani eq. 2: FFN(x) = max(0, x W1 + b1) W2 + b2"),
     Mutant("post-norm-layernorm", "attnjax/models/transformer.py",
@@ -223,6 +225,31 @@ MUTANTS = (
            ("tests/models/test_transformer.py::"
             "test_copy_mixes_the_plain_models_distribution_with_its_head_averaged_cross_attention",),
            "copy attention: the copy distribution is the last layer's cross-attention averaged over heads"),
+    Mutant("bert-gelu-exact", "attnjax/models/transformer.py",
+           '"gelu": lambda x: jax.nn.gelu(x, approximate=False),',
+           '"gelu": lambda x: jax.nn.gelu(x, approximate=True),',
+           (BERT_NUMPY,),
+           "BERT: GELU(x) = x Φ(x), the exact (erf) form"),
+    Mutant("bert-layernorm-epsilon", "attnjax/transfer/bert.py",
+           'layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),',
+           'layer_norm_epsilon=1e-12,',
+           (BERT_NUMPY,),
+           "BERT: every LayerNorm with the checkpoint's epsilon"),
+    Mutant("bert-embedding-layernorm", "attnjax/models/bert.py",
+           "return self.embed_dropout(self.embed_norm(x), deterministic=deterministic)",
+           "return self.embed_dropout(x, deterministic=deterministic)",
+           (BERT_NUMPY,),
+           "BERT: e = LayerNorm(E_word + E_pos + E_type)"),
+    Mutant("bert-token-types", "attnjax/models/bert.py",
+           "+ self.token_type_embeddings(token_type_ids))",
+           "+ self.token_type_embeddings(jnp.zeros_like(token_type_ids)))",
+           (BERT_NUMPY,),
+           "BERT: segment (token type) embeddings added to the input"),
+    Mutant("mean-pool-over-real-tokens", "attnjax/models/bert.py",
+           "summed = jnp.sum(hidden * mask, axis=1)",
+           "summed = jnp.sum(hidden, axis=1)",
+           (MEAN_POOL,),
+           "sentence embedding: the mean of the last hidden states over the attention mask"),
 )
 
 

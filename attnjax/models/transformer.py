@@ -49,24 +49,37 @@ def _dense(features, names, dtype, param_dtype, use_bias=True):
                   bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), names[-1:]))
 
 
-def _layer_norm(dtype, param_dtype):
-  return nn.LayerNorm(epsilon=1e-6, dtype=dtype, param_dtype=param_dtype,
+def _layer_norm(dtype, param_dtype, epsilon=1e-6):
+  return nn.LayerNorm(epsilon=epsilon, dtype=dtype, param_dtype=param_dtype,
                       scale_init=nn.with_logical_partitioning(nn.initializers.ones_init(), ("embed",)),
                       bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), ("embed",)))
 
 
+# The feed-forward network's nonlinearity by name: the Transformer's ReLU (eq. 2), BERT's exact GELU
+# x Φ(x) (Hendrycks & Gimpel 2016; Hugging Face's "gelu"), and GELU's tanh approximation (GPT-2's, "gelu_new").
+ACTIVATIONS = {
+    "relu": nn.relu,
+    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
+    "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+}
+
+
 class FeedForward(nn.Module):
-  """FFN(x) = max(0, x W₁ + b₁) W₂ + b₂ (eq. 2), W₁: [d_model, d_ff], W₂: [d_ff, d_model]."""
+  """FFN(x) = act(x W₁ + b₁) W₂ + b₂, W₁: [d_model, d_ff], W₂: [d_ff, d_model]; act = max(0, ·) in the paper
+  (eq. 2), or another of :data:`ACTIVATIONS` by name."""
   d_model: int
   d_ff: int
   dropout_rate: float = 0.0  # on the hidden activations (not in the paper; T2T's relu_dropout)
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
   dropout_bits: str = "hash"
+  activation: str = "relu"
 
   @nn.compact
   def __call__(self, x, *, deterministic=True):
-    h = nn.relu(_dense(self.d_ff, ("embed", "mlp"), self.dtype, self.param_dtype)(x))
+    if self.activation not in ACTIVATIONS:
+      raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+    h = ACTIVATIONS[self.activation](_dense(self.d_ff, ("embed", "mlp"), self.dtype, self.param_dtype)(x))
     h = Dropout(self.dropout_rate, self.dropout_bits)(h, deterministic=deterministic)
     return _dense(self.d_model, ("mlp", "embed"), self.dtype, self.param_dtype)(h)
 
@@ -78,10 +91,11 @@ class _Sublayer(nn.Module):
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
   dropout_bits: str = "hash"
+  epsilon: float = 1e-6
 
   @nn.compact
   def __call__(self, x, fn, *, deterministic):
-    norm = _layer_norm(self.dtype, self.param_dtype)
+    norm = _layer_norm(self.dtype, self.param_dtype, self.epsilon)
     y, *extra = fn(norm(x) if self.pre_norm else x)
     out = x + Dropout(self.dropout_rate, self.dropout_bits)(y, deterministic=deterministic)
     return (out if self.pre_norm else norm(out)), *extra
@@ -104,6 +118,8 @@ class LayerConfig:
   attention_type: str = "full"
   window: int = 64
   dropout_bits: str = "hash"
+  activation: str = "relu"  # of the feed-forward network (ACTIVATIONS)
+  layer_norm_epsilon: float = 1e-6
 
   def attention(self, name, relative=None, *, causal=False, cross=False):
     """A self-attention (with the configured relative positions and attention type; T5 buckets causal in the
@@ -116,11 +132,12 @@ class LayerConfig:
                               param_dtype=self.param_dtype, name=name)
 
   def sublayer(self, name):
-    return _Sublayer(self.pre_norm, self.dropout_rate, self.dtype, self.param_dtype, self.dropout_bits, name=name)
+    return _Sublayer(self.pre_norm, self.dropout_rate, self.dtype, self.param_dtype, self.dropout_bits,
+                     self.layer_norm_epsilon, name=name)
 
   def ffn(self):
     return FeedForward(self.d_model, self.d_ff, self.relu_dropout_rate, self.dtype, self.param_dtype,
-                       self.dropout_bits, name="ffn")
+                       self.dropout_bits, self.activation, name="ffn")
 
 
 class EncoderLayer(nn.Module):

@@ -1,0 +1,134 @@
+"""BERT's encoder (Devlin et al. 2019) over the project's Transformer encoder layers, with BERT's exact semantics, so
+that a checkpoint trained elsewhere (Hugging Face's ``BertModel``) runs here unchanged:
+
+    e = LayerNorm_ε(E_word[x] + E_pos[0..L-1] + E_type[t])          embeddings: no sqrt(d) scale, a LayerNorm
+    h ← LayerNorm_ε(h + Attention(h, mask))                          post-norm, as in Vaswani et al.
+    h ← LayerNorm_ε(h + W₂ GELU(W₁ h + b₁) + b₂)                     GELU(x) = x Φ(x), the exact (erf) form
+    pooled = tanh(W_p h[CLS] + b_p)                                  the pooler (next-sentence head's input)
+
+with ε the checkpoint's LayerNorm epsilon (1e-12 in BERT), learned absolute positions and token types, and dropout
+after the embeddings, on attention weights and on each sublayer output. The layers are
+:class:`attnjax.models.transformer.EncoderLayer`: the same attention kernels (``implementation``), logical axes and
+sharding as every other model here. :mod:`attnjax.transfer.bert` imports and exports Hugging Face checkpoints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from attnjax.models.transformer import ACTIVATIONS, EncoderLayer, LayerConfig
+
+
+def _embed(num, features, name, dtype, init_std):
+  return nn.Embed(num, features, dtype=dtype, param_dtype=jnp.float32, name=name,
+                  embedding_init=nn.with_logical_partitioning(nn.initializers.normal(init_std), (None, "embed")))
+
+
+class BertEncoder(nn.Module):
+  """``BertEncoder(...)(input_ids [B, L], attention_mask [B, L], token_type_ids [B, L])``.
+
+  Returns a dict: ``last_hidden_state [B, L, D]``, ``pooler_output [B, D]`` (when ``use_pooler``) and, with
+  ``return_hidden_states``, ``hidden_states``: the embeddings' output and each layer's, ``num_layers + 1`` arrays
+  (as ``BertModel(output_hidden_states=True)``).
+
+  Attributes:
+    vocab_size / d_model / num_layers / num_heads / d_ff: BERT's vocab_size, hidden_size, num_hidden_layers,
+      num_attention_heads and intermediate_size.
+    max_length: max_position_embeddings.
+    type_vocab_size: token types (2: sentence A and B).
+    layer_norm_epsilon: every LayerNorm's epsilon.
+    activation: the feed-forward nonlinearity (``"gelu"``: exact; ``"gelu_tanh"``; ``"relu"``).
+    dropout_rate / attention_dropout_rate: hidden_dropout_prob and attention_probs_dropout_prob.
+    use_pooler: keep BERT's pooler (a checkpoint with one round-trips exactly).
+    initializer_range: the standard deviation of fresh weights (0.02 in BERT).
+    implementation: the attention kernel (see :func:`attnjax.kernels.scaled_dot_product_attention`).
+    dtype: compute dtype; parameters stay float32.
+  """
+  vocab_size: int
+  d_model: int = 768
+  num_layers: int = 12
+  num_heads: int = 12
+  d_ff: int = 3072
+  max_length: int = 512
+  type_vocab_size: int = 2
+  layer_norm_epsilon: float = 1e-12
+  activation: str = "gelu"
+  dropout_rate: float = 0.1
+  attention_dropout_rate: float = 0.1
+  use_pooler: bool = True
+  initializer_range: float = 0.02
+  implementation: str = "auto"
+  dtype: Any = jnp.float32
+
+  def __post_init__(self):
+    for name in ("vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "max_length", "type_vocab_size"):
+      value = getattr(self, name)
+      if not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if self.d_model % self.num_heads:
+      raise ValueError(f"num_heads ({self.num_heads}) must divide d_model ({self.d_model})")
+    if self.activation not in ACTIVATIONS:
+      raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+    super().__post_init__()
+
+  def setup(self):
+    d, std = self.d_model, self.initializer_range
+    self.word_embeddings = _embed(self.vocab_size, d, "word_embeddings", self.dtype, std)
+    self.position_embeddings = _embed(self.max_length, d, "position_embeddings", self.dtype, std)
+    self.token_type_embeddings = _embed(self.type_vocab_size, d, "token_type_embeddings", self.dtype, std)
+    self.embed_norm = nn.LayerNorm(epsilon=self.layer_norm_epsilon, dtype=self.dtype, name="embed_norm")
+    self.embed_dropout = nn.Dropout(self.dropout_rate)
+    cfg = LayerConfig(d, self.num_heads, self.d_ff, self.dropout_rate, self.attention_dropout_rate,
+                      relu_dropout_rate=0.0, pre_norm=False, relative=None, max_relative_distance=16,
+                      implementation=self.implementation, dtype=self.dtype, param_dtype=jnp.float32,
+                      dropout_bits="threefry", activation=self.activation,
+                      layer_norm_epsilon=self.layer_norm_epsilon)
+    self.layers = [EncoderLayer(cfg, name=f"layer_{i}") for i in range(self.num_layers)]
+    if self.use_pooler:
+      self.pooler = nn.Dense(d, dtype=self.dtype, name="pooler",
+                             kernel_init=nn.initializers.normal(std))
+
+  def embed(self, input_ids, token_type_ids=None, *, deterministic=True):
+    """The embedding layer's output ``[B, L, D]``."""
+    length = input_ids.shape[1]
+    if length > self.max_length:
+      raise ValueError(f"input length {length} is longer than max_length ({self.max_length}, the checkpoint's "
+                       "max_position_embeddings)")
+    if token_type_ids is None:
+      token_type_ids = jnp.zeros_like(input_ids)
+    x = (self.word_embeddings(input_ids) + self.position_embeddings(jnp.arange(length))[None]
+         + self.token_type_embeddings(token_type_ids))
+    return self.embed_dropout(self.embed_norm(x), deterministic=deterministic)
+
+  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, *, deterministic=True,
+               return_hidden_states=False):
+    if input_ids.ndim != 2:
+      raise ValueError(f"input_ids must be [B, L] token ids, got shape {input_ids.shape}")
+    if attention_mask is None:
+      attention_mask = jnp.ones(input_ids.shape, bool)
+    x = self.embed(input_ids, token_type_ids, deterministic=deterministic)
+    mask = attention_mask.astype(bool)[:, None, None, :]  # every query attends the real keys
+    hidden = [x]
+    for layer in self.layers:
+      x = layer(x, mask, deterministic=deterministic)
+      hidden.append(x)
+    out = {"last_hidden_state": x}
+    if self.use_pooler:
+      out["pooler_output"] = jnp.tanh(self.pooler(x[:, 0]))
+    if return_hidden_states:
+      out["hidden_states"] = tuple(hidden)
+    return out
+
+
+def mean_pool(hidden, attention_mask, normalize: bool = True):
+  """Sentence embeddings ``[B, D]``: the mean of ``hidden [B, L, D]`` over the real tokens of ``attention_mask``
+  (sentence-transformers' mean pooling), L2-normalised when ``normalize``. A row with no real token gives zeros."""
+  mask = attention_mask.astype(hidden.dtype)[..., None]
+  summed = jnp.sum(hidden * mask, axis=1)
+  pooled = summed / jnp.maximum(jnp.sum(mask, axis=1), 1e-9)
+  if normalize:
+    pooled = pooled / jnp.maximum(jnp.linalg.norm(pooled, axis=-1, keepdims=True), 1e-12)
+  return pooled

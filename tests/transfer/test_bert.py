@@ -1,0 +1,276 @@
+"""Hugging Face BERT checkpoints: a tiny BERT written by the test runs here as a NumPy transcription of BERT's forward
+pass says (and, where ``transformers`` is installed, as ``BertModel`` computes it); export gives back the same files;
+a bad checkpoint is refused before any compute, naming the file and the tensor. Nothing is downloaded."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from attnjax.models.bert import mean_pool
+from attnjax.transfer import bert, sentence
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WORDS = ["the", "a", "man", "woman", "is", "playing", "guitar", "piano", "dog", "runs", "cat", "sleeps", "on", "grass",
+         "##s", "##ing", "play", "run", "."]
+# layer_norm_eps: BERT uses 1e-12; a large one here makes a LayerNorm that ignores it visible at 1e-5.
+CONFIG = {"architectures": ["BertModel"], "model_type": "bert", "vocab_size": 5 + len(WORDS) + 3, "hidden_size": 16,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 24, "max_position_embeddings": 20,
+          "type_vocab_size": 2, "layer_norm_eps": 1e-3, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+          "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02, "position_embedding_type": "absolute",
+          "pad_token_id": 0}
+
+
+def _random_tensors(config, seed=0):
+  """BertModel's tensors, random (LayerNorm scales away from 1 and biases away from 0, so that each one matters)."""
+  rng = np.random.default_rng(seed)
+  d, f, v = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
+  t = {"embeddings.word_embeddings.weight": rng.normal(0, 0.5, (v, d)),
+       "embeddings.position_embeddings.weight": rng.normal(0, 0.5, (config["max_position_embeddings"], d)),
+       "embeddings.token_type_embeddings.weight": rng.normal(0, 0.5, (2, d)),
+       "embeddings.LayerNorm.weight": rng.uniform(0.5, 1.5, d), "embeddings.LayerNorm.bias": rng.normal(0, 0.1, d)}
+  for i in range(config["num_hidden_layers"]):
+    p = f"encoder.layer.{i}."
+    for name in ("query", "key", "value"):
+      t[f"{p}attention.self.{name}.weight"] = rng.normal(0, 0.4, (d, d))
+      t[f"{p}attention.self.{name}.bias"] = rng.normal(0, 0.1, d)
+    t[f"{p}attention.output.dense.weight"] = rng.normal(0, 0.3, (d, d))
+    t[f"{p}attention.output.dense.bias"] = rng.normal(0, 0.1, d)
+    t[f"{p}intermediate.dense.weight"] = rng.normal(0, 0.3, (f, d))
+    t[f"{p}intermediate.dense.bias"] = rng.normal(0, 0.1, f)
+    t[f"{p}output.dense.weight"] = rng.normal(0, 0.3, (d, f))
+    t[f"{p}output.dense.bias"] = rng.normal(0, 0.1, d)
+    for block in ("attention.output.", "output."):
+      t[f"{p}{block}LayerNorm.weight"] = rng.uniform(0.5, 1.5, d)
+      t[f"{p}{block}LayerNorm.bias"] = rng.normal(0, 0.1, d)
+  t["pooler.dense.weight"] = rng.normal(0, 0.3, (d, d))
+  t["pooler.dense.bias"] = rng.normal(0, 0.1, d)
+  t = {k: np.asarray(x, np.float32) for k, x in t.items()}
+  t["embeddings.position_ids"] = np.arange(config["max_position_embeddings"], dtype=np.int64)[None]
+  return t
+
+
+def write_tiny_bert(directory, config=None, tensors=None):
+  config = dict(CONFIG if config is None else config)
+  os.makedirs(directory, exist_ok=True)
+  with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as f:
+    json.dump(config, f)
+  save_file(_random_tensors(config) if tensors is None else tensors, os.path.join(directory, "model.safetensors"),
+            metadata={"format": "pt"})
+  with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as f:
+    f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n")
+  return directory
+
+
+# ------------------------------------------------------------------------------ BERT's forward pass, in NumPy
+
+
+def _layer_norm(x, w, b, eps):
+  mu = x.mean(-1, keepdims=True)
+  var = ((x - mu) ** 2).mean(-1, keepdims=True)
+  return (x - mu) / np.sqrt(var + eps) * w + b
+
+
+def _gelu(x):  # x Φ(x), Φ the standard normal CDF
+  return x * 0.5 * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+
+
+def numpy_bert(t, config, ids, mask, types):
+  """Devlin et al.'s encoder as Hugging Face's BertModel computes it, in float64: all hidden states and the pooler."""
+  t = {k: v.astype(np.float64) for k, v in t.items()}
+  eps, n = config["layer_norm_eps"], config["num_attention_heads"]
+  b, length = ids.shape
+  x = (t["embeddings.word_embeddings.weight"][ids] + t["embeddings.position_embeddings.weight"][np.arange(length)]
+       + t["embeddings.token_type_embeddings.weight"][types])
+  x = _layer_norm(x, t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"], eps)
+  hidden = [x]
+  linear = lambda h, name: h @ t[name + ".weight"].T + t[name + ".bias"]  # noqa: E731
+  heads = lambda h: h.reshape(b, length, n, -1).transpose(0, 2, 1, 3)  # noqa: E731
+  for i in range(config["num_hidden_layers"]):
+    p = f"encoder.layer.{i}."
+    q, k, v = (heads(linear(x, f"{p}attention.self.{name}")) for name in ("query", "key", "value"))
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(q.shape[-1])
+    scores = np.where(mask[:, None, None, :] > 0, scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    context = (weights @ v).transpose(0, 2, 1, 3).reshape(b, length, -1)
+    x = _layer_norm(x + linear(context, f"{p}attention.output.dense"), t[f"{p}attention.output.LayerNorm.weight"],
+                    t[f"{p}attention.output.LayerNorm.bias"], eps)
+    ffn = linear(_gelu(linear(x, f"{p}intermediate.dense")), f"{p}output.dense")
+    x = _layer_norm(x + ffn, t[f"{p}output.LayerNorm.weight"], t[f"{p}output.LayerNorm.bias"], eps)
+    hidden.append(x)
+  pooled = np.tanh(linear(x[:, 0], "pooler.dense"))
+  return hidden, pooled
+
+
+def _batch():
+  ids = np.array([[2, 5, 7, 9, 3, 12, 13, 3], [2, 6, 8, 3, 10, 3, 0, 0]], np.int32)
+  mask = (ids != 0).astype(np.int32)
+  types = np.array([[0, 0, 0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 1, 1, 0, 0]], np.int32)
+  return ids, mask, types
+
+
+def test_an_imported_tiny_bert_equals_a_numpy_transcription_of_berts_forward_pass(tmp_path):
+  directory = write_tiny_bert(tmp_path / "tiny")
+  module, params, tokenizer = bert.import_bert(directory, implementation="xla")
+  assert (module.d_model, module.num_layers, module.num_heads, module.layer_norm_epsilon, module.activation) == (
+      16, 2, 4, 1e-3, "gelu")
+  ids, mask, types = _batch()
+  out = module.apply({"params": params}, ids, mask, types, return_hidden_states=True)
+  hidden, pooled = numpy_bert(load_file(directory / "model.safetensors"), CONFIG, ids, mask, types)
+  assert len(out["hidden_states"]) == len(hidden) == 3
+  for ours, theirs in zip(out["hidden_states"], hidden):
+    np.testing.assert_allclose(np.asarray(ours), theirs, atol=1e-5, rtol=1e-5)
+  np.testing.assert_allclose(np.asarray(out["pooler_output"]), pooled, atol=1e-5, rtol=1e-5)
+  assert tokenizer.encode("the man is playing").ids == [2, 5, 7, 9, 10, 3]
+
+
+def test_export_gives_back_the_checkpoint_tensor_for_tensor_bit_for_bit(tmp_path):
+  source = write_tiny_bert(tmp_path / "source")
+  module, params, _ = bert.import_bert(source)
+  bert.export_bert(module, params, tmp_path / "out", tokenizer_from=source, base_config=CONFIG)
+  before, after = load_file(source / "model.safetensors"), load_file(tmp_path / "out" / "model.safetensors")
+  assert sorted(before) == sorted(after)
+  for name in before:
+    assert before[name].dtype == after[name].dtype and np.array_equal(before[name], after[name]), name
+  config = json.loads((tmp_path / "out" / "config.json").read_text())
+  assert {k: config[k] for k in CONFIG} == CONFIG
+  assert (tmp_path / "out" / "vocab.txt").read_text() == (source / "vocab.txt").read_text()
+  again, params_again, _ = bert.import_bert(tmp_path / "out")
+  assert again == module
+  assert jax.tree_util.tree_all(jax.tree_util.tree_map(np.array_equal, params, params_again))
+
+
+def test_a_checkpoint_with_a_prefix_and_a_head_imports_its_encoder(tmp_path):
+  tensors = {("bert." + k): v for k, v in _random_tensors(CONFIG).items() if not k.startswith("pooler.")}
+  tensors["cls.predictions.bias"] = np.zeros(CONFIG["vocab_size"], np.float32)
+  directory = write_tiny_bert(tmp_path / "mlm", tensors=tensors)
+  module, params, _ = bert.import_bert(directory)
+  assert not module.use_pooler and "pooler" not in params
+  ids, mask, types = _batch()
+  hidden, _ = numpy_bert({k[len("bert."):]: v for k, v in tensors.items() if k.startswith("bert.")} | {
+      "pooler.dense.weight": np.zeros((16, 16)), "pooler.dense.bias": np.zeros(16)}, CONFIG, ids, mask, types)
+  out = module.apply({"params": params}, ids, mask, types)
+  np.testing.assert_allclose(np.asarray(out["last_hidden_state"]), hidden[-1], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("break_it, message", [
+    ("no_config", r"config.json: no such file"),
+    ("gpt2", r"config.json: model_type 'gpt2' is not a BERT encoder"),
+    ("relative", r"config.json: position_embedding_type 'relative_key'"),
+    ("no_weights", r"model.safetensors: no such file"),
+    ("missing_tensor", r"model.safetensors: tensor encoder.layer.1.output.dense.bias is missing"),
+    ("wrong_shape", r"model.safetensors: tensor encoder.layer.0.intermediate.dense.weight has shape \(24, 8\), but "
+                    r"config.json implies \(24, 16\)"),
+    ("no_vocab", r"neither tokenizer.json nor vocab.txt"),
+])
+def test_a_bad_checkpoint_is_refused_before_any_compute_naming_the_file_and_the_tensor(tmp_path, break_it, message):
+  directory = write_tiny_bert(tmp_path / "bad")
+  tensors = load_file(directory / "model.safetensors")
+  config = dict(CONFIG)
+  if break_it == "no_config":
+    os.remove(directory / "config.json")
+  elif break_it in ("gpt2", "relative"):
+    config.update(model_type="gpt2") if break_it == "gpt2" else config.update(position_embedding_type="relative_key")
+    (directory / "config.json").write_text(json.dumps(config))
+  elif break_it == "no_weights":
+    os.remove(directory / "model.safetensors")
+  elif break_it in ("missing_tensor", "wrong_shape"):
+    if break_it == "missing_tensor":
+      del tensors["encoder.layer.1.output.dense.bias"]
+    else:
+      tensors["encoder.layer.0.intermediate.dense.weight"] = np.zeros((24, 8), np.float32)
+    save_file(tensors, directory / "model.safetensors")
+  elif break_it == "no_vocab":
+    os.remove(directory / "vocab.txt")
+  with pytest.raises(bert.CheckpointError, match=message):
+    bert.import_bert(directory)
+
+
+def test_every_layer_equals_hugging_faces_bert_model(tmp_path):
+  transformers = pytest.importorskip("transformers")
+  torch = pytest.importorskip("torch")
+  directory = write_tiny_bert(tmp_path / "tiny")
+  reference = transformers.BertModel.from_pretrained(str(directory), attn_implementation="eager").eval()
+  ids, mask, types = _batch()
+  with torch.no_grad():
+    theirs = reference(input_ids=torch.tensor(ids, dtype=torch.long), attention_mask=torch.tensor(mask),
+                       token_type_ids=torch.tensor(types, dtype=torch.long), output_hidden_states=True)
+  module, params, _ = bert.import_bert(directory, implementation="xla")
+  ours = module.apply({"params": params}, ids, mask, types, return_hidden_states=True)
+  assert len(ours["hidden_states"]) == len(theirs.hidden_states)
+  for layer, (a, b) in enumerate(zip(ours["hidden_states"], theirs.hidden_states)):
+    np.testing.assert_allclose(np.asarray(a), b.numpy(), atol=1e-5, rtol=1e-5, err_msg=f"hidden state {layer}")
+  np.testing.assert_allclose(np.asarray(ours["pooler_output"]), theirs.pooler_output.numpy(), atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------ sentence embeddings and STS
+
+
+def test_mean_pooling_averages_the_real_tokens_and_normalises():
+  hidden = np.random.default_rng(0).normal(size=(3, 4, 5)).astype(np.float32)
+  mask = np.array([[1, 1, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]], np.int32)
+  pooled = np.asarray(mean_pool(hidden, mask))
+  expected = np.stack([hidden[0, :2].mean(0), hidden[1].mean(0)])
+  expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+  np.testing.assert_allclose(pooled[:2], expected, rtol=1e-6, atol=1e-6)
+  assert np.all(pooled[2] == 0)  # no real token: zeros, not NaN
+
+
+def test_sentence_embeddings_do_not_depend_on_the_batch_or_its_padding(tmp_path):
+  module, params, tokenizer = bert.import_bert(write_tiny_bert(tmp_path / "tiny"), dropout_rate=0.0,
+                                               attention_dropout_rate=0.0, implementation="xla")
+  texts = ["the man is playing guitar .", "a dog runs", "the cat sleeps on the grass", "a woman plays piano"]
+  together = sentence.embed_sentences(module, params, tokenizer, texts, batch_size=4)
+  alone = np.concatenate([sentence.embed_sentences(module, params, tokenizer, [t], batch_size=1) for t in texts])
+  np.testing.assert_allclose(together, alone, atol=1e-5)
+  ids, mask, types = bert.encode_texts(tokenizer, texts[1:2], 256)
+  hidden = numpy_bert(load_file(tmp_path / "tiny" / "model.safetensors"), CONFIG, ids, mask, types)[0][-1][0]
+  np.testing.assert_allclose(together[1], hidden.mean(0) / np.linalg.norm(hidden.mean(0)), atol=1e-5)
+  assert bert.encode_texts(tokenizer, ["the man is playing guitar ."] * 2, 4)[0].shape == (2, 4)  # truncated
+
+
+def _ranks(x):
+  order = np.argsort(x)
+  ranks = np.empty(len(x))
+  ranks[order] = np.arange(len(x))
+  return ranks
+
+
+def test_the_sts_command_scores_every_pair_with_the_spearman_of_cosines(tmp_path):
+  directory = write_tiny_bert(tmp_path / "tiny")
+  rng = np.random.default_rng(3)
+  sentences = [" ".join(rng.choice(WORDS[:14], size=rng.integers(2, 7))) for _ in range(24)]
+  gold = rng.permutation(12) * 0.4  # no ties: Spearman is Pearson of the ranks
+  lines = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{gold[i]:.1f}\t{sentences[2 * i]}\t{sentences[2 * i + 1]}"
+           for i in range(12)]
+  lines[3] += "\tsource-a\tsource-b"  # some lines of the real files carry two more columns
+  (tmp_path / "sts.csv").write_text("\n".join(lines) + "\n")
+  proc = subprocess.run([sys.executable, "-m", "attnjax.sts", f"--model_dir={directory}",
+                         f"--data={tmp_path / 'sts.csv'}", f"--output={tmp_path / 'scores.json'}"],
+                        cwd=ROOT, capture_output=True, text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  scores = json.loads((tmp_path / "scores.json").read_text())
+  module, params, tokenizer = bert.import_bert(directory, dropout_rate=0.0, attention_dropout_rate=0.0)
+  a = sentence.embed_sentences(module, params, tokenizer, sentences[0::2])
+  b = sentence.embed_sentences(module, params, tokenizer, sentences[1::2])
+  cosine = np.sum(a * b, axis=1)
+  spearman = np.corrcoef(_ranks(cosine), _ranks(np.round(gold, 1)))[0, 1]
+  assert scores["pairs"] == 12 and scores["cosine_spearman"] == pytest.approx(spearman, abs=1e-6)
+  assert f"12 pairs, cosine Spearman {spearman:.5f}" in proc.stdout
+
+
+@pytest.mark.parametrize("line, message", [
+    ("g\tf\t2012\t1\t4.0\tonly one sentence", r"sts.csv:2: 6 tab-separated fields, expected at least 7"),
+    ("g\tf\t2012\t1\tfour\ta\tb", r"sts.csv:2: score 'four' is not a number"),
+])
+def test_a_bad_sts_line_names_the_file_and_line(tmp_path, line, message):
+  (tmp_path / "sts.csv").write_text("g\tf\t2012\t0\t1.0\ta man\ta woman\n" + line + "\n")
+  with pytest.raises(ValueError, match=message):
+    sentence.read_sts(tmp_path / "sts.csv")
