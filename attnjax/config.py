@@ -17,19 +17,24 @@ from ml_collections import config_dict
 from attnjax import fs
 from attnjax.data.squad import QA_SOURCES  # extractive QA: model.name must be "span_qa"
 
-DATA_SOURCES = ("synthetic", "parallel_text", "tsv", "jsonl", "tfds_translation", "tfds_summarization") + QA_SOURCES
+MLM_SOURCES = ("mlm_jsonl",)  # masked-LM pre-training: model.name must be "bert_mlm"
+DATA_SOURCES = ("synthetic", "parallel_text", "tsv", "jsonl", "tfds_translation", "tfds_summarization") + QA_SOURCES \
+    + MLM_SOURCES
 # Keys an experiment file may add to config.data for the text sources (see attnjax.data.sources / tokenizer).
 TEXT_SOURCE_KEYS = ("dir", "src_lang", "tgt_lang", "splits", "max_chars", "path", "heldout", "split_seed",
                     "src_column", "tgt_column", "document_key", "summary_key", "tfds_name", "tfds_data_dir",
                     "tfds_download", "tfds_backend", "vocab_size", "joint_vocab", "spm_model_type",
-                    "max_question_len", "max_context_len", "doc_stride")
+                    "max_question_len", "max_context_len", "doc_stride",
+                    # masked-LM pre-training (attnjax.data.mlm)
+                    "vocab_file", "lowercase", "seq_len", "max_predictions", "mask_rate", "max_articles")
 DECODERS = ("greedy", "beam")
 # What eval.metrics may ask for, by task kind (empty eval.metrics = the task's own list, see attnjax.data.tasks).
 DECODING_METRICS = ("exact_match", "bleu", "chrf", "ter", "meteor", "rouge")
 SPAN_METRICS = ("exact_match", "f1")
+MLM_METRICS = ("mlm_accuracy",)
 # What train.best_metric may name: a metric value of the evaluation.
 METRICS = ("exact_match", "bleu", "chrf", "ter", "meteor", "rouge1", "rouge2", "rougeL", "rougeLsum", "f1", "loss",
-           "nll")
+           "nll", "mlm_accuracy")
 
 # The logical-axis rules of the mesh (attnjax.runtime.partitioning applies them): batch over data and fsdp,
 # parameters' embed axis over fsdp, the vocabulary, feed-forward and heads over tensor.
@@ -274,7 +279,14 @@ def validate(config) -> None:
     if t.label_smoothing:
       _fail("train.label_smoothing", f"applies to the seq2seq loss; set it to 0 for model.name='span_qa' (got "
             f"{t.label_smoothing})")
-  allowed = SPAN_METRICS if qa_source else DECODING_METRICS
+  mlm_source, mlm_model = d.source in MLM_SOURCES, config.model.get("name") == "bert_mlm"
+  if mlm_source != mlm_model:
+    _fail("model.name" if mlm_source else "data.source",
+          f"masked-LM sources {MLM_SOURCES} go with model.name='bert_mlm' and only with it (got data.source="
+          f"{d.source!r}, model.name={config.model.get('name')!r})")
+  if mlm_source and d.batch_size is None:
+    _fail("data.batch_size", "masked-LM rows have a fixed length: set data.batch_size (rows), not data.max_tokens")
+  allowed = MLM_METRICS if mlm_source else SPAN_METRICS if qa_source else DECODING_METRICS
   unknown = [name for name in e.metrics if name not in allowed]
   if unknown:
     _fail("eval.metrics", f"{unknown} not available for this task (choose from {allowed})")

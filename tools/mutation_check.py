@@ -54,6 +54,9 @@ DECODING_CONSTRAINTS = "tests/test_decoding_constraints.py"
 COPY_EQ = "tests/models/test_copy_coverage_equations.py"
 BERT_NUMPY = "tests/transfer/test_bert.py::test_an_imported_tiny_bert_equals_a_numpy_transcription_of_berts_forward_pass"
 MEAN_POOL = "tests/transfer/test_bert.py::test_mean_pooling_averages_the_real_tokens_and_normalises"
+MLM_MASKING = "tests/data/test_mlm.py::test_masking_chooses_15_percent_of_the_real_tokens_and_replaces_them_80_10_10"
+MLM_HEAD = "tests/training/test_mlm_training.py::test_the_mlm_head_is_tied_to_the_input_embeddings_and_equals_its_formula"
+MLM_LOSS = "tests/training/test_mlm_training.py::test_the_loss_is_the_cross_entropy_at_the_masked_positions_only"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,6 +253,26 @@ MUTANTS = (
            "summed = jnp.sum(hidden, axis=1)",
            (MEAN_POOL,),
            "sentence embedding: the mean of the last hidden states over the attention mask"),
+    Mutant("mlm-mask-80-10-10", "attnjax/data/mlm.py",
+           "randomise = chosen[(action >= 0.8) & (action < 0.9)]",
+           "randomise = chosen[(action >= 0.8) & (action < 0.85)]",
+           (MLM_MASKING,),
+           "BERT §3.1: a chosen token becomes [MASK] 80% of the time, a random token 10%, itself 10%"),
+    Mutant("mlm-15-percent", "attnjax/data/mlm.py",
+           "n = min(max_predictions, max(1, int(round(len(where) * rate))))",
+           "n = min(max_predictions, max(1, int(round(len(where) * 0.2))))",
+           (MLM_MASKING,),
+           "BERT §3.1: 15% of the tokens are chosen for prediction"),
+    Mutant("mlm-loss-at-masked-positions", "attnjax/training/steps.py",
+           "total = jnp.sum(nll * weights)\n  correct",
+           "total = jnp.sum(nll)\n  correct",
+           (MLM_LOSS,),
+           "BERT: the MLM loss is taken at the masked positions only"),
+    Mutant("mlm-head-tied", "attnjax/models/bert.py",
+           "logits = self.bert.word_embeddings.attend(h.astype(self.dtype))",
+           "logits = nn.Dense(self.vocab_size, use_bias=False, name=\"decoder\")(h)",
+           (MLM_HEAD,),
+           "BERT: the MLM output matrix is the input embedding matrix (tied)"),
 )
 
 

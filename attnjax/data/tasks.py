@@ -91,13 +91,17 @@ TASKS: dict[str, TaskSpec] = {
                                      {"train": "cnndm_train.jsonl.gz", "validation": "cnndm_val.jsonl.gz",
                                       "test": "cnndm_test.jsonl.gz"}, ("rouge",), ("rouge1", "rouge2", "rougeL"),
                                      language="en"),
+    # English Wikipedia (2015, ../shared/data/wikipedia_en) for masked-LM pre-training, held-out articles by title hash
+    "wikipedia_mlm": TaskSpec("mlm", "mlm_jsonl", {"path": "enwiki_2015_AA.jsonl.gz",
+                                                   "heldout": {"validation": 0.005, "test": 0.005}},
+                              {}, ("mlm_accuracy",), ("mlm_accuracy",)),
     "squad_v1_dev_by_article": TaskSpec("extractive_qa", "squad_json",
                                         {"path": "dev-v1.1.json.gz", "heldout": {"validation": 0.1, "test": 0.1}},
                                         {}, ("exact_match", "f1"), ("exact_match", "f1")),
 }
 
 
-_HEADLINE = {"translation": "bleu", "summarization": "rougeL", "extractive_qa": "f1"}  # ranks "best" checkpoints
+_HEADLINE = {"translation": "bleu", "summarization": "rougeL", "extractive_qa": "f1", "mlm": "mlm_accuracy"}  # ranks "best" checkpoints
 
 
 def use_task(config, name: str) -> None:
@@ -297,8 +301,13 @@ def encode_questions(questions, vocab, *, max_context_len: int, max_question_len
                                max_question_tokens=max_question_len, drop_unreachable=train)
 
 
+def _mlm(data_cfg, workdir: str):
+  from attnjax.data.mlm import MlmTaskData  # pylint: disable=g-import-not-at-top
+  return MlmTaskData(data_cfg, workdir)
+
+
 SOURCES = {"synthetic": _synthetic, **{name: _text for name in TEXT_SOURCES},
-           **{name: _qa for name in squad.QA_SOURCES}}
+           **{name: _qa for name in squad.QA_SOURCES}, "mlm_jsonl": _mlm}
 
 
 def load_task(data_cfg, workdir: str) -> TaskData | SpanTaskData:

@@ -91,29 +91,36 @@ class BertEncoder(nn.Module):
       self.pooler = nn.Dense(d, dtype=self.dtype, name="pooler",
                              kernel_init=nn.initializers.normal(std))
 
-  def embed(self, input_ids, token_type_ids=None, *, deterministic=True):
-    """The embedding layer's output ``[B, L, D]``."""
+  def embed(self, input_ids, token_type_ids=None, positions=None, *, deterministic=True):
+    """The embedding layer's output ``[B, L, D]``; ``positions [B, L]`` for packed rows (default ``0..L-1``)."""
     length = input_ids.shape[1]
     if length > self.max_length:
       raise ValueError(f"input length {length} is longer than max_length ({self.max_length}, the checkpoint's "
                        "max_position_embeddings)")
     if token_type_ids is None:
       token_type_ids = jnp.zeros_like(input_ids)
-    x = (self.word_embeddings(input_ids) + self.position_embeddings(jnp.arange(length))[None]
+    position_embeddings = (self.position_embeddings(jnp.arange(length))[None] if positions is None
+                           else self.position_embeddings(positions))
+    x = (self.word_embeddings(input_ids) + position_embeddings
          + self.token_type_embeddings(token_type_ids))
     return self.embed_dropout(self.embed_norm(x), deterministic=deterministic)
 
-  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, *, deterministic=True,
-               return_hidden_states=False):
+  def __call__(self, input_ids, attention_mask=None, token_type_ids=None, *, segment_ids=None, positions=None,
+               deterministic=True, return_hidden_states=False):
+    """``segment_ids [B, L]`` (packed rows: a token attends the tokens of its own segment; 0 is padding) with
+    ``positions [B, L]`` (restarting in each segment) replace ``attention_mask`` (every token attends the real
+    ones)."""
     if input_ids.ndim != 2:
       raise ValueError(f"input_ids must be [B, L] token ids, got shape {input_ids.shape}")
-    if attention_mask is None:
-      attention_mask = jnp.ones(input_ids.shape, bool)
-    x = self.embed(input_ids, token_type_ids, deterministic=deterministic)
-    mask = attention_mask.astype(bool)[:, None, None, :]  # every query attends the real keys
+    if segment_ids is None:
+      real = jnp.ones(input_ids.shape, jnp.int32) if attention_mask is None else attention_mask.astype(jnp.int32)
+      segments = (None, real)  # key padding: every query attends the real keys
+    else:
+      segments = (segment_ids, segment_ids)
+    x = self.embed(input_ids, token_type_ids, positions, deterministic=deterministic)
     hidden = [x]
     for layer in self.layers:
-      x = layer(x, mask, deterministic=deterministic)
+      x = layer(x, None, segment_ids=segments, deterministic=deterministic)
       hidden.append(x)
     out = {"last_hidden_state": x}
     if self.use_pooler:
@@ -132,3 +139,48 @@ def mean_pool(hidden, attention_mask, normalize: bool = True):
   if normalize:
     pooled = pooled / jnp.maximum(jnp.linalg.norm(pooled, axis=-1, keepdims=True), 1e-12)
   return pooled
+
+
+class BertMaskedLM(nn.Module):
+  """BERT with its masked-language-model head (Devlin et al. 2019, §3.1; Hugging Face's ``BertForMaskedLM``):
+
+      logits = LayerNorm_ε(GELU(W_t h + b_t)) E_wordᵀ + b_out            the output matrix tied to the input embeddings
+
+  ``__call__(input_ids, segment_ids, positions, mlm_positions)`` returns logits ``[B, P, V]`` at the ``mlm_positions
+  [B, P]`` only (all ``[B, L, V]`` without them): the loss is taken at the masked tokens, and the vocabulary
+  projection of the other positions would cost most of a step. The fields are :class:`BertEncoder`'s.
+  """
+  vocab_size: int
+  d_model: int = 768
+  num_layers: int = 12
+  num_heads: int = 12
+  d_ff: int = 3072
+  max_length: int = 512
+  type_vocab_size: int = 2
+  layer_norm_epsilon: float = 1e-12
+  activation: str = "gelu"
+  dropout_rate: float = 0.1
+  attention_dropout_rate: float = 0.1
+  initializer_range: float = 0.02
+  implementation: str = "auto"
+  dtype: Any = jnp.float32
+
+  def setup(self):
+    self.bert = BertEncoder(self.vocab_size, self.d_model, self.num_layers, self.num_heads, self.d_ff,
+                            self.max_length, self.type_vocab_size, self.layer_norm_epsilon, self.activation,
+                            self.dropout_rate, self.attention_dropout_rate, use_pooler=False,
+                            initializer_range=self.initializer_range, implementation=self.implementation,
+                            dtype=self.dtype, name="bert")
+    self.transform = nn.Dense(self.d_model, dtype=self.dtype, name="transform",
+                              kernel_init=nn.initializers.normal(self.initializer_range))
+    self.transform_norm = nn.LayerNorm(epsilon=self.layer_norm_epsilon, dtype=self.dtype, name="transform_norm")
+    self.output_bias = self.param("output_bias", nn.initializers.zeros_init(), (self.vocab_size,))
+
+  def __call__(self, input_ids, segment_ids=None, positions=None, mlm_positions=None, *, deterministic=True):
+    hidden = self.bert(input_ids, segment_ids=segment_ids, positions=positions,
+                       deterministic=deterministic)["last_hidden_state"]
+    if mlm_positions is not None:
+      hidden = jnp.take_along_axis(hidden, mlm_positions[..., None], axis=1)  # [B, P, D]
+    h = self.transform_norm(ACTIVATIONS[self.activation](self.transform(hidden)))
+    logits = self.bert.word_embeddings.attend(h.astype(self.dtype))
+    return logits.astype(jnp.float32) + self.output_bias

@@ -10,13 +10,16 @@ import dataclasses
 
 import jax.numpy as jnp
 
+from attnjax.models.bert import BertMaskedLM
 from attnjax.models.convs2s import ConvS2S
 from attnjax.models.rnn_seq2seq import RNNSeq2Seq
 from attnjax.models.span_qa import SpanQA
 from attnjax.models.transformer import PRESETS, Transformer
 
-MODELS = {"transformer": Transformer, "rnn_seq2seq": RNNSeq2Seq, "convs2s": ConvS2S, "span_qa": SpanQA}
+MODELS = {"transformer": Transformer, "rnn_seq2seq": RNNSeq2Seq, "convs2s": ConvS2S, "span_qa": SpanQA,
+          "bert_mlm": BertMaskedLM}
 SPAN_MODELS = ("span_qa",)  # extractive: they score spans of the input rather than generate
+ONE_VOCABULARY_MODELS = SPAN_MODELS + ("bert_mlm",)  # built with vocab_size (one vocabulary), not src/tgt
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 _FILLED_IN = ("src_vocab_size", "tgt_vocab_size", "vocab_size")  # from the data, never from the config
 
@@ -56,7 +59,7 @@ def build_model(model_cfg, *, src_vocab_size: int, tgt_vocab_size: int):
       value = _DTYPES[value]
     kwargs[key] = value
   try:
-    if name in SPAN_MODELS:
+    if name in ONE_VOCABULARY_MODELS:
       return MODELS[name](vocab_size=src_vocab_size, **kwargs)
     return MODELS[name](src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, **kwargs)
   except ValueError as e:

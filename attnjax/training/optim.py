@@ -1,19 +1,20 @@
 """Optimiser and learning-rate schedules from the config, with optax.
 
 Vaswani et al. 2017 §5.3: Adam(β₁ 0.9, β₂ 0.98, ε 1e-9) and lr = d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)
-("rsqrt"), here optionally times a ``learning_rate`` factor. Also ``constant``, ``linear_warmup_cosine`` and
-``halving`` (the RNN papers' plain SGD schedule: constant, then halved every ``decay_every`` steps from
+("rsqrt"), here optionally times a ``learning_rate`` factor. Also ``constant``, ``linear_warmup_cosine``, ``linear``
+(BERT's warm-up then linear decay to 0) and ``halving`` (the RNN papers' plain SGD schedule: constant, then halved every ``decay_every`` steps from
 ``decay_start``: Sutskever et al. 2014 halve every half epoch after 5 epochs, Luong et al. 2015 every epoch after 5).
-Gradient clipping by global norm precedes the optimiser: ``adam`` (AdamW with ``weight_decay``), ``sgd`` (with
+Gradient clipping by global norm precedes the optimiser: ``adam`` (AdamW with ``weight_decay`` on the matrices only), ``sgd`` (with
 ``momentum``, Nesterov's when ``nesterov``: ConvS2S), ``adadelta`` (RNNsearch) or ``adagrad`` (See et al. 2017).
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import optax
 
-SCHEDULES = ("rsqrt", "constant", "linear_warmup_cosine", "halving")
+SCHEDULES = ("rsqrt", "constant", "linear_warmup_cosine", "linear", "halving")
 OPTIMIZERS = ("adam", "sgd", "adadelta", "adagrad")
 
 
@@ -31,6 +32,10 @@ def learning_rate_schedule(cfg, d_model: int | None = None):
     return optax.linear_schedule(0.0, lr, max(warmup, 1)) if warmup else optax.constant_schedule(lr)
   if name == "linear_warmup_cosine":
     return optax.warmup_cosine_decay_schedule(0.0, lr, max(warmup, 1), max(int(cfg.steps), warmup + 1))
+  if name == "linear":  # BERT's: linear warm-up to learning_rate, then linear decay to 0 at train.steps
+    total = max(int(cfg.steps), warmup + 1)
+    return optax.join_schedules([optax.linear_schedule(0.0, lr, max(warmup, 1)),
+                                 optax.linear_schedule(lr, 0.0, total - warmup)], [max(warmup, 1)])
   if name == "halving":
     start, every = int(cfg.get("decay_start", 0)), max(int(cfg.get("decay_every", 1)), 1)
     def halving(step):
@@ -48,8 +53,10 @@ def make_optimizer(cfg, d_model: int | None = None):
     parts.append(optax.clip_by_global_norm(cfg.grad_clip_norm))
   name = cfg.get("optimizer", "adam")
   if name == "adam":
+    # weight decay on the matrices (kernels, embeddings) only, not on biases and LayerNorm scales (BERT's rule)
     parts.append(optax.adamw(schedule, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps,
-                             weight_decay=cfg.weight_decay))
+                             weight_decay=cfg.weight_decay,
+                             mask=lambda params: jax.tree_util.tree_map(lambda p: p.ndim > 1, params)))
   elif name == "sgd":
     momentum = cfg.get("momentum", 0.0) or None
     parts.append(optax.sgd(schedule, momentum=momentum, nesterov=bool(cfg.get("nesterov", False)) and bool(momentum)))

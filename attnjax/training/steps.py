@@ -7,7 +7,8 @@ the mask and 1 device, 8 devices or 2 hosts train identically.
 A loss function ``loss_fn(model, params, batch, rng, deterministic) -> {"loss_sum", "nll_sum", "ntokens"}`` returns
 sums over the batch, so that micro-batches, devices and hosts add up exactly before the one normalisation by
 ``ntokens``: :func:`seq2seq_loss_stats` (label-smoothed cross-entropy over target tokens) and
-:func:`span_loss_stats` (start/end pointer NLL, ``ntokens`` counting questions).
+:func:`span_loss_stats` (start/end pointer NLL, ``ntokens`` counting questions) and :func:`mlm_loss_stats` (masked
+tokens only, with ``correct_sum``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,20 @@ def span_loss_stats(model, params, batch, rng, deterministic):
   weights = batch["weights"].astype(jnp.float32)
   total = jnp.sum(nll * weights)
   return {"loss_sum": total, "nll_sum": total, "ntokens": jnp.sum(weights)}
+
+
+def mlm_loss_stats(model, params, batch, rng, deterministic):
+  """BERT's masked-LM loss: cross-entropy at the masked positions only (``mlm_weights`` 0 pads), summed;
+  ``ntokens`` is the number of predictions and ``correct_sum`` how many the argmax gets right."""
+  rngs = None if deterministic else {"dropout": rng}
+  logits = model.apply({"params": params}, batch["input_ids"], batch["segment_ids"], batch["positions"],
+                       batch["mlm_positions"], deterministic=deterministic, rngs=rngs)  # [B, P, V]
+  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+  nll = -jnp.take_along_axis(log_probs, batch["mlm_ids"][..., None], axis=-1)[..., 0]
+  weights = batch["mlm_weights"].astype(jnp.float32)
+  total = jnp.sum(nll * weights)
+  correct = jnp.sum((jnp.argmax(logits, axis=-1) == batch["mlm_ids"]) * weights)
+  return {"loss_sum": total, "nll_sum": total, "ntokens": jnp.sum(weights), "correct_sum": correct}
 
 
 def batch_shardings(keys_and_ndims, mesh, rules):
@@ -119,6 +134,7 @@ def make_train_step(model, tx, schedule, *, state_sharding, mesh, rules, label_s
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics = {"loss": stats["loss_sum"] / ntokens, "nll": stats["nll_sum"] / ntokens, "ntokens": stats["ntokens"],
+               **({"accuracy": stats["correct_sum"] / ntokens} if "correct_sum" in stats else {}),
                "grad_norm": optax.tree.norm(grads), "learning_rate": schedule(state.step)}
     return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
 

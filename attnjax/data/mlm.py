@@ -1,0 +1,322 @@
+"""Masked-language-model data (Devlin et al. 2019, §3.1 and App. A.1): documents of plain text, WordPiece tokens,
+packed into fixed-length rows, and BERT's masking.
+
+**Documents.** A JSON-lines file of articles (``{"id", "title", "text"}``, the Wikipedia extraction's format), split
+into train / validation / test by a hash of each article's title, so that a held-out article is held out whole.
+Empty articles are skipped and counted.
+
+**Packing.** Each article's tokens are cut into chunks of at most ``seq_len - 2``; a chunk becomes
+``[CLS] tokens [SEP]``. Chunks are laid into rows of ``seq_len`` one after another, a new row when the next does not
+fit. Each chunk of a row has its own segment id (1, 2, ...; 0 is padding) and its own positions from 0, so that
+attention stays inside a chunk (the encoder attends within equal segment ids) and position embeddings mean what they
+mean in an unpacked row.
+
+**Masking**, as BERT's ``create_pretraining_data``: of each row's real tokens other than [CLS] and [SEP], 15% (rounded,
+at least one, at most ``max_predictions`` per row) are chosen at random; a chosen token becomes [MASK] with
+probability 0.8, a random token of the vocabulary with 0.1, and stays with 0.1. The loss is taken at the chosen
+positions only, given as ``mlm_positions`` / ``mlm_ids`` / ``mlm_weights`` ``[B, P]`` (P = ``max_predictions``;
+weight 0 pads). The random draws come from (seed, epoch, batch), so a resumed run masks as an uninterrupted one, and a
+validation batch is masked the same way at every evaluation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+from absl import logging
+
+from attnjax import fs
+
+SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+MLM_BATCH_KEYS = ("input_ids", "segment_ids", "positions", "mlm_positions", "mlm_ids", "mlm_weights")
+
+
+# --------------------------------------------------------------------------------------------- documents
+
+
+def read_articles(path) -> list[dict]:
+  """The articles of a JSON-lines file, in order; a line that is not an article names the file and the line."""
+  articles = []
+  for number, line in enumerate(fs.read_lines(path), start=1):
+    if not line.strip():
+      continue
+    try:
+      record = json.loads(line)
+    except ValueError as e:
+      raise ValueError(f"{path}:{number}: not JSON ({e})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+      raise ValueError(f"{path}:{number}: expected an object with a string 'text'")
+    articles.append({"title": str(record.get("title", number)), "text": record["text"]})
+  return articles
+
+
+def split_articles(articles: Sequence[dict], heldout: dict[str, float], seed: int = 0) -> dict[str, list[str]]:
+  """``{split: [text, ...]}``: each held-out split gets the articles whose title hashes into its share, the rest is
+  "train". Empty articles are skipped and counted in the log."""
+  if sum(heldout.values()) >= 1.0 or any(share <= 0 for share in heldout.values()):
+    raise ValueError(f"data.heldout: shares must be positive and sum to less than 1, got {heldout}")
+  bounds, total = [], 0.0
+  for name, share in heldout.items():
+    total += share
+    bounds.append((total, name))
+  splits: dict[str, list[str]] = {"train": [], **{name: [] for name in heldout}}
+  empty = 0
+  for article in articles:
+    if not article["text"].strip():
+      empty += 1
+      continue
+    digest = hashlib.sha256(f"{seed}:{article['title']}".encode()).digest()
+    u = int.from_bytes(digest[:8], "big") / 2**64
+    name = next((n for bound, n in bounds if u < bound), "train")
+    splits[name].append(article["text"])
+  if empty:
+    logging.info("mlm data: %d empty article(s) skipped", empty)
+  return splits
+
+
+# --------------------------------------------------------------------------------------------- WordPiece
+
+
+class WordPieceVocab:
+  """A BERT WordPiece vocabulary (``vocab.txt``) through ``tokenizers``: ``encode_documents`` gives token ids without
+  special tokens; ``size``, ``pad_id``, ``cls_id``, ``sep_id``, ``mask_id`` as the file numbers them."""
+
+  def __init__(self, vocab_file, lowercase: bool = True):
+    from tokenizers.implementations import BertWordPieceTokenizer  # pylint: disable=g-import-not-at-top
+    if not fs.exists(vocab_file):
+      raise FileNotFoundError(f"data.vocab_file={vocab_file}: no such file (a BERT vocab.txt)")
+    self.path = str(vocab_file)
+    self.tokenizer = BertWordPieceTokenizer(self.path, lowercase=lowercase)
+    vocab = self.tokenizer.get_vocab()
+    missing = [token for token in SPECIALS if token not in vocab]
+    if missing:
+      raise ValueError(f"data.vocab_file={vocab_file}: no {', '.join(missing)} token(s)")
+    self.size = self.tokenizer.get_vocab_size()
+    self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (vocab[t] for t in SPECIALS)
+    self.fingerprint = hashlib.sha256(fs.read_bytes(vocab_file) + str(lowercase).encode()).hexdigest()[:16]
+
+  def encode_documents(self, texts: Sequence[str]) -> list[np.ndarray]:
+    encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+    return [np.asarray(e.ids, np.int32) for e in encodings]
+
+
+# --------------------------------------------------------------------------------------------- packing
+
+
+def pack_documents(documents: Sequence[np.ndarray], seq_len: int, cls_id: int, sep_id: int):
+  """``(ids, segment_ids, positions)``, each ``[N, seq_len]`` int32 (see the module docstring)."""
+  if seq_len < 3:
+    raise ValueError(f"data.seq_len must be at least 3 ([CLS] token [SEP]), got {seq_len}")
+  width = seq_len - 2
+  chunks = [doc[i:i + width] for doc in documents for i in range(0, len(doc), width)]
+  rows: list[list[np.ndarray]] = []
+  used = seq_len  # forces a first row
+  for chunk in chunks:
+    if used + len(chunk) + 2 > seq_len:
+      rows.append([])
+      used = 0
+    rows[-1].append(chunk)
+    used += len(chunk) + 2
+  ids = np.zeros((len(rows), seq_len), np.int32)
+  segments = np.zeros((len(rows), seq_len), np.int32)
+  positions = np.zeros((len(rows), seq_len), np.int32)
+  for r, row in enumerate(rows):
+    at = 0
+    for s, chunk in enumerate(row, start=1):
+      n = len(chunk) + 2
+      ids[r, at:at + n] = np.concatenate([[cls_id], chunk, [sep_id]])
+      segments[r, at:at + n] = s
+      positions[r, at:at + n] = np.arange(n)
+      at += n
+  return ids, segments, positions
+
+
+# --------------------------------------------------------------------------------------------- masking
+
+
+def mask_rows(ids, segments, rng: np.random.Generator, *, vocab_size: int, mask_id: int, special_ids: Sequence[int],
+              max_predictions: int, rate: float = 0.15) -> dict[str, np.ndarray]:
+  """BERT's masking of packed rows (see the module docstring): the batch's model inputs and prediction targets."""
+  inputs = ids.copy()
+  b = ids.shape[0]
+  mlm_positions = np.zeros((b, max_predictions), np.int32)
+  mlm_ids = np.zeros((b, max_predictions), np.int32)
+  mlm_weights = np.zeros((b, max_predictions), np.float32)
+  candidate = (segments > 0) & ~np.isin(ids, np.asarray(special_ids))
+  for r in range(b):
+    where = np.flatnonzero(candidate[r])
+    if not len(where):
+      continue
+    n = min(max_predictions, max(1, int(round(len(where) * rate))))
+    chosen = np.sort(rng.choice(where, size=n, replace=False))
+    mlm_positions[r, :n], mlm_ids[r, :n], mlm_weights[r, :n] = chosen, ids[r, chosen], 1.0
+    action = rng.random(n)
+    replace = chosen[action < 0.8]
+    inputs[r, replace] = mask_id
+    randomise = chosen[(action >= 0.8) & (action < 0.9)]
+    inputs[r, randomise] = rng.integers(0, vocab_size, size=len(randomise))
+  return {"input_ids": inputs, "mlm_positions": mlm_positions, "mlm_ids": mlm_ids, "mlm_weights": mlm_weights}
+
+
+def default_max_predictions(seq_len: int, rate: float = 0.15) -> int:
+  """BERT's max_predictions_per_seq for a row length (20 for 128 tokens, 80 for 512)."""
+  return int(math.ceil(seq_len * rate)) + 1
+
+
+# --------------------------------------------------------------------------------------------- batches
+
+
+class MlmBatcher:
+  """Batches of masked packed rows, deterministic and resumable (the API of
+  :class:`attnjax.data.pipeline.Seq2SeqBatcher`: ``next``, ``iterate_epoch``, ``state``, ``restore``).
+
+  Training (``shuffle``) reshuffles the rows each epoch and drops a last partial batch. Evaluation keeps the rows in
+  order and pads the last batch with empty rows (weight 0), so that every row is scored. ``num_shards`` /
+  ``shard_index``: each process takes every ``num_shards``-th row of every global batch.
+  """
+
+  def __init__(self, ids, segments, positions, *, batch_size: int, vocab_size: int, mask_id: int,
+               special_ids: Sequence[int], max_predictions: int, seed: int = 0, shuffle: bool = True,
+               num_shards: int = 1, shard_index: int = 0, batch_multiple: int = 1, rate: float = 0.15):
+    if batch_size % max(batch_multiple, 1) or batch_size % num_shards:
+      raise ValueError(f"data.batch_size={batch_size} must be a multiple of {max(batch_multiple, num_shards)} (the "
+                       "data-parallel devices, processes and gradient-accumulation steps)")
+    if shuffle and len(ids) < batch_size:
+      raise ValueError(f"{len(ids)} packed rows are fewer than one batch of data.batch_size={batch_size}")
+    self.ids, self.segments, self.positions = ids, segments, positions
+    self.batch_size, self.seed, self.shuffle = batch_size, seed, shuffle
+    self.num_shards, self.shard_index = num_shards, shard_index
+    self.masking = dict(vocab_size=vocab_size, mask_id=mask_id, special_ids=tuple(special_ids),
+                        max_predictions=max_predictions, rate=rate)
+    self._epoch = self._position = 0
+    self._fingerprint = hashlib.sha256(np.ascontiguousarray(ids[:64]).tobytes() + str(
+        (len(ids), batch_size, shuffle, sorted(self.masking.items()))).encode()).hexdigest()[:16]
+
+  def num_batches(self, epoch: int | None = None) -> int:
+    del epoch
+    return len(self.ids) // self.batch_size if self.shuffle else -(-len(self.ids) // self.batch_size)
+
+  def _rows(self, epoch: int, position: int) -> np.ndarray:
+    order = (np.random.default_rng((self.seed, epoch)).permutation(len(self.ids)) if self.shuffle
+             else np.arange(len(self.ids)))
+    return order[position * self.batch_size:(position + 1) * self.batch_size]
+
+  def _batch(self, epoch: int, position: int) -> dict[str, np.ndarray]:
+    rows = self._rows(epoch, position)
+    ids, segments, positions = self.ids[rows], self.segments[rows], self.positions[rows]
+    if len(rows) < self.batch_size:  # evaluation's last batch: empty rows, nothing to predict
+      pad = ((0, self.batch_size - len(rows)), (0, 0))
+      ids, segments, positions = np.pad(ids, pad), np.pad(segments, pad), np.pad(positions, pad)
+    rng = np.random.default_rng((self.seed, epoch, position, 0x6d6c6d))
+    batch = {"segment_ids": segments, "positions": positions,
+             **mask_rows(ids, segments, rng, **self.masking)}
+    return {key: value[self.shard_index::self.num_shards] for key, value in batch.items()}
+
+  def iterate_epoch(self, epoch: int = 0) -> Iterator[dict[str, np.ndarray]]:
+    for position in range(self.num_batches(epoch)):
+      yield self._batch(epoch, position)
+
+  def __iter__(self):
+    return self
+
+  def __next__(self) -> dict[str, np.ndarray]:
+    if not self.num_batches():
+      raise RuntimeError("no batch: fewer rows than one batch")
+    batch = self._batch(self._epoch, self._position)
+    self._position += 1
+    if self._position == self.num_batches():
+      self._epoch, self._position = self._epoch + 1, 0
+    return batch
+
+  def state(self) -> dict[str, Any]:
+    return {"version": 1, "seed": self.seed, "epoch": self._epoch, "position": self._position,
+            "fingerprint": self._fingerprint}
+
+  def restore(self, state: dict[str, Any]) -> None:
+    if not isinstance(state, dict) or state.get("fingerprint") != self._fingerprint or state.get("seed") != self.seed:
+      raise ValueError("state was saved by an MLM batcher with other rows, seed or settings (fingerprint mismatch)")
+    if not 0 <= int(state["position"]) < max(self.num_batches(), 1):
+      raise ValueError(f"state position {state['position']} is past the {self.num_batches()} batches of an epoch")
+    self._epoch, self._position = int(state["epoch"]), int(state["position"])
+
+
+# --------------------------------------------------------------------------------------------- the task
+
+
+class MlmTaskData:
+  """A masked-LM task (``config.data.source = "mlm_jsonl"``): the WordPiece vocabulary and each split's packed rows.
+
+  Config (``config.data``): ``path`` (the JSON-lines articles, inside ``dir`` if set), ``heldout`` (split -> share
+  of articles), ``split_seed``, ``vocab_file`` (a BERT ``vocab.txt``; its path as given, else inside the workdir),
+  ``lowercase`` (True), ``seq_len`` (128), ``max_predictions`` (BERT's for ``seq_len``), ``mask_rate`` (0.15) and
+  ``max_articles`` (0: all; a quick run's cap). The tokenized, packed rows are cached in the workdir
+  (``mlm.<split>.<fingerprint>.npz``): a restart or a second host reads them instead of tokenizing again.
+  """
+
+  kind = "mlm"
+
+  def __init__(self, data_cfg, workdir):
+    from attnjax.data.config_keys import get, in_dir  # pylint: disable=g-import-not-at-top
+    self.seq_len = int(get(data_cfg, "seq_len", 128))
+    self.max_predictions = int(get(data_cfg, "max_predictions", 0) or default_max_predictions(self.seq_len))
+    self.mask_rate = float(get(data_cfg, "mask_rate", 0.15))
+    if not 0.0 < self.mask_rate < 1.0:
+      raise ValueError(f"data.mask_rate must be in (0, 1), got {self.mask_rate}")
+    vocab_file = str(get(data_cfg, "vocab_file"))
+    if not fs.exists(vocab_file) and fs.exists(fs.join(workdir, vocab_file)):
+      vocab_file = str(fs.join(workdir, vocab_file))
+    self.vocab = WordPieceVocab(vocab_file, lowercase=bool(get(data_cfg, "lowercase", True)))
+    self.src_vocab = self.tgt_vocab = self.vocab
+    self.metrics = ("mlm_accuracy",)
+    self.path = in_dir(get(data_cfg, "dir", ""), str(get(data_cfg, "path")))
+    self.heldout = dict(get(data_cfg, "heldout", {"validation": 0.005, "test": 0.005}))
+    self.split_seed = int(get(data_cfg, "split_seed", 0))
+    self.max_articles = int(get(data_cfg, "max_articles", 0) or 0)
+    self.workdir = workdir
+    self._rows: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    self._texts = None
+
+  def _cache_path(self, split):
+    key = hashlib.sha256(json.dumps([str(self.path), self.heldout, self.split_seed, self.max_articles, self.seq_len,
+                                     self.vocab.fingerprint, split]).encode()).hexdigest()[:16]
+    return fs.join(self.workdir, f"mlm.{split}.{key}.npz")
+
+  def rows(self, split: str):
+    """``(ids, segment_ids, positions)`` of ``split``'s packed rows."""
+    if split in self._rows:
+      return self._rows[split]
+    cache = self._cache_path(split)
+    if fs.exists(cache):
+      arrays = fs.load_npz(cache)
+    else:
+      if self._texts is None:
+        articles = read_articles(self.path)
+        if self.max_articles:
+          articles = articles[:self.max_articles]
+        self._texts = split_articles(articles, self.heldout, self.split_seed)
+      if split not in self._texts:
+        raise ValueError(f"split {split!r}: the MLM data has {sorted(self._texts)} (data.heldout names the held-out "
+                         "ones)")
+      documents = self.vocab.encode_documents(self._texts[split])
+      ids, segments, positions = pack_documents(documents, self.seq_len, self.vocab.cls_id, self.vocab.sep_id)
+      arrays = {"ids": ids, "segment_ids": segments, "positions": positions}
+      logging.info("mlm data: %s: %d articles, %d tokens, %d packed rows of %d", split, len(documents),
+                   sum(len(d) for d in documents), len(ids), self.seq_len)
+      import jax  # pylint: disable=g-import-not-at-top
+      if jax.process_index() == 0:
+        fs.save_npz(cache, **arrays)
+    self._rows[split] = (arrays["ids"], arrays["segment_ids"], arrays["positions"])
+    return self._rows[split]
+
+  def batcher(self, split: str, *, shuffle: bool, seed: int, batch_size: int, num_shards: int = 1,
+              shard_index: int = 0, batch_multiple: int = 1) -> MlmBatcher:
+    ids, segments, positions = self.rows(split)
+    v = self.vocab
+    return MlmBatcher(ids, segments, positions, batch_size=batch_size, vocab_size=v.size, mask_id=v.mask_id,
+                      special_ids=(v.pad_id, v.cls_id, v.sep_id), max_predictions=self.max_predictions, seed=seed,
+                      shuffle=shuffle, num_shards=num_shards, shard_index=shard_index, batch_multiple=batch_multiple,
+                      rate=self.mask_rate)

@@ -1,0 +1,99 @@
+"""Masked-LM pre-training: BERT's MLM head tied to the input embeddings, the loss at the masked positions only, and
+a tiny BERT trained through the same train step, checkpoints and evaluation as every other model."""
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attnjax.data import mlm
+from attnjax.models.bert import BertEncoder, BertMaskedLM
+from attnjax.training import steps
+from tests import mlm_fixture
+
+FIELDS = dict(vocab_size=30, d_model=16, num_layers=2, num_heads=4, d_ff=24, max_length=32, layer_norm_epsilon=1e-3,
+              dropout_rate=0.0, attention_dropout_rate=0.0, implementation="xla")
+
+
+def _gelu(x):
+  return x * 0.5 * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+
+
+def _layer_norm(x, scale, bias, eps):
+  mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+  return (x - mu) / np.sqrt(var + eps) * scale + bias
+
+
+def _model_and_batch():
+  model = BertMaskedLM(**FIELDS)
+  rng = np.random.default_rng(0)
+  ids = rng.integers(5, 30, size=(3, 12)).astype(np.int32)
+  segments = np.array([[1] * 7 + [2] * 5, [1] * 12, [1] * 9 + [0] * 3], np.int32)
+  positions = np.concatenate([np.arange(7), np.arange(5)])[None].repeat(3, 0).astype(np.int32)
+  positions[1], positions[2] = np.arange(12), np.where(segments[2] > 0, np.arange(12), 0)
+  params = nn.meta.unbox(model.init(jax.random.PRNGKey(0), ids, segments, positions)["params"])
+  params = jax.tree_util.tree_map(lambda p: p + 0.05 * jax.random.normal(jax.random.PRNGKey(1), p.shape),
+                                  jax.tree_util.tree_map(jnp.asarray, params))  # no zero biases or unit scales
+  return model, params, ids, segments, positions
+
+
+def test_the_mlm_head_is_tied_to_the_input_embeddings_and_equals_its_formula():
+  model, params, ids, segments, positions = _model_and_batch()
+  names = {jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]}
+  assert not any("decoder" in n or "kernel" in n and "output" in n for n in names)  # no output matrix of its own
+  assert any("word_embeddings" in n for n in names)
+  logits = np.asarray(model.apply({"params": params}, ids, segments, positions))
+  encoder = BertEncoder(**FIELDS, use_pooler=False)
+  hidden = np.asarray(encoder.apply({"params": params["bert"]}, ids, segment_ids=segments,
+                                    positions=positions)["last_hidden_state"], np.float64)
+  p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)
+  h = _layer_norm(_gelu(hidden @ p["transform"]["kernel"] + p["transform"]["bias"]), p["transform_norm"]["scale"],
+                  p["transform_norm"]["bias"], 1e-3)
+  expected = h @ p["bert"]["word_embeddings"]["embedding"].T + p["output_bias"]
+  np.testing.assert_allclose(logits, expected, atol=1e-4, rtol=1e-4)
+  chosen = np.array([[0, 3, 8], [11, 2, 2], [1, 0, 0]], np.int32)
+  gathered = np.asarray(model.apply({"params": params}, ids, segments, positions, chosen))
+  np.testing.assert_allclose(gathered, np.take_along_axis(logits, chosen[..., None], axis=1), atol=1e-5)
+
+
+def test_the_loss_is_the_cross_entropy_at_the_masked_positions_only():
+  model, params, ids, segments, positions = _model_and_batch()
+  batch = {"input_ids": ids, "segment_ids": segments, "positions": positions,
+           "mlm_positions": np.array([[1, 4, 0], [2, 3, 9], [5, 0, 0]], np.int32),
+           "mlm_ids": np.array([[7, 8, 0], [9, 10, 11], [12, 0, 0]], np.int32),
+           "mlm_weights": np.array([[1, 1, 0], [1, 1, 1], [1, 0, 0]], np.float32)}
+  stats = jax.device_get(steps.mlm_loss_stats(model, params, batch, None, True))
+  logits = np.asarray(model.apply({"params": params}, ids, segments, positions), np.float64)
+  log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(
+      -1, keepdims=True)
+  nll = correct = 0.0
+  for r in range(3):
+    for j in range(3):
+      if batch["mlm_weights"][r, j]:
+        at, target = batch["mlm_positions"][r, j], batch["mlm_ids"][r, j]
+        nll -= log_probs[r, at, target]
+        correct += float(np.argmax(logits[r, at]) == target)
+  assert stats["ntokens"] == 6 and stats["loss_sum"] == pytest.approx(nll, rel=1e-5)
+  assert stats["correct_sum"] == correct
+  batch["mlm_ids"] = np.where(batch["mlm_weights"] > 0, batch["mlm_ids"], 29)  # padding targets change nothing
+  assert jax.device_get(steps.mlm_loss_stats(model, params, batch, None, True))["loss_sum"] == pytest.approx(nll,
+                                                                                                             rel=1e-5)
+
+
+def test_a_tiny_bert_pre_trains_through_the_train_step_and_beats_the_frequency_baseline(tmp_path):
+  from attnjax.training.loop import train_and_evaluate  # pylint: disable=g-import-not-at-top
+  config = mlm_fixture.tiny_mlm_config(tmp_path / "data")
+  result = train_and_evaluate(config, str(tmp_path / "run"))
+  assert result["step"] == 60
+  # every validation row scored: the predictions the evaluation masks, counted here from the data alone
+  task = mlm.MlmTaskData(config.data, str(tmp_path / "run"))
+  batches = list(task.batcher("validation", shuffle=False, seed=0, batch_size=8).iterate_epoch(0))
+  assert result["mlm_predictions"] == sum(float(b["mlm_weights"].sum()) for b in batches)
+  # better than always answering the validation targets' most frequent token
+  targets = np.concatenate([b["mlm_ids"][b["mlm_weights"] > 0] for b in batches])
+  baseline = np.bincount(targets).max() / len(targets)
+  assert result["mlm_accuracy"] > baseline + 0.1, (result, baseline)
+  assert result["mlm_loss"] < math.log(task.vocab.size) - 1.0
