@@ -1,0 +1,151 @@
+"""Masked-LM train step (fwd + bwd + AdamW), float32, CPU: attnjax's ``BertMaskedLM`` against Hugging Face's
+``BertForMaskedLM`` in torch, the same size and batch.
+
+    python -m benchmarks.mlm                        # MiniLM-L6-H384 (6 x 384, 12 heads, d_ff 1536), 16 x 128 tokens
+    python -m benchmarks.mlm --batch=32 --reps=3
+
+Both sides: BERT's uncased vocabulary (30,522), rows of ``--length`` tokens, 15% of them predicted (at most
+``--predictions`` a row), dropout 0.1, AdamW with weight decay 0.01; the same number of threads, each framework in a
+process of its own, alternating ``--rounds`` times. attnjax computes the vocabulary projection at the predicted
+positions only (as BERT's own implementation does); ``BertForMaskedLM`` computes it at every position and ignores
+the others in its loss (``labels = -100``): that is part of what is compared. tokens/s counts every token of the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+
+import jax
+import numpy as np
+import optax
+
+from benchmarks.common import interleaved_medians, machine_description, markdown_table, run_side
+
+MINILM = dict(d_model=384, num_layers=6, num_heads=12, d_ff=1536)
+VOCAB = 30522
+
+
+def batch_arrays(args):
+  """Rows of random ids, one segment each, with ``--predictions`` masked positions a row (the same on both sides)."""
+  rng = np.random.default_rng(0)
+  ids = rng.integers(5, VOCAB, (args.batch, args.length)).astype(np.int32)
+  positions = np.sort(np.stack([rng.choice(np.arange(1, args.length - 1), args.predictions, replace=False)
+                                for _ in range(args.batch)]), axis=1).astype(np.int32)
+  targets = np.take_along_axis(ids, positions, axis=1)
+  inputs = ids.copy()
+  np.put_along_axis(inputs, positions, 4, axis=1)  # [MASK]
+  return inputs, positions, targets
+
+
+def attnjax_step(args):
+  from attnjax.models.bert import BertMaskedLM  # pylint: disable=g-import-not-at-top
+  from attnjax.training import steps  # pylint: disable=g-import-not-at-top
+  inputs, positions, targets = batch_arrays(args)
+  model = BertMaskedLM(vocab_size=VOCAB, max_length=512, dropout_rate=0.1, attention_dropout_rate=0.1, **MINILM)
+  batch = {"input_ids": inputs, "segment_ids": np.ones_like(inputs), "positions": np.broadcast_to(
+      np.arange(args.length, dtype=np.int32), inputs.shape).copy(), "mlm_positions": positions, "mlm_ids": targets,
+           "mlm_weights": np.ones(positions.shape, np.float32)}
+  params = __import__("flax").linen.meta.unbox(
+      model.init(jax.random.PRNGKey(0), batch["input_ids"], batch["segment_ids"], batch["positions"],
+                 batch["mlm_positions"])["params"])
+  tx = optax.adamw(1e-4, b1=0.9, b2=0.999, eps=1e-6, weight_decay=0.01)
+
+  def step(params, opt_state, rng):
+    def loss(p):
+      stats = steps.mlm_loss_stats(model, p, batch, rng, False)
+      return stats["loss_sum"] / stats["ntokens"]
+    value, grads = jax.value_and_grad(loss)(params)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, value
+
+  opt_state = tx.init(params)
+  compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, jax.random.PRNGKey(1)).compile()
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  state = {"p": params, "o": opt_state, "i": 0}
+
+  def run():
+    state["i"] += 1
+    state["p"], state["o"], value = compiled(state["p"], state["o"], jax.random.PRNGKey(state["i"]))
+    jax.block_until_ready(value)
+  return run, float(cost.get("flops", 0.0))
+
+
+def torch_step(args):
+  try:
+    import torch  # pylint: disable=g-import-not-at-top
+    import transformers  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return None
+  torch.set_num_threads(args.threads)
+  torch.manual_seed(0)
+  config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=MINILM["d_model"],
+                                   num_hidden_layers=MINILM["num_layers"], num_attention_heads=MINILM["num_heads"],
+                                   intermediate_size=MINILM["d_ff"], hidden_act="gelu", hidden_dropout_prob=0.1,
+                                   attention_probs_dropout_prob=0.1, layer_norm_eps=1e-12)
+  model = transformers.BertForMaskedLM(config).train()
+  inputs, positions, targets = batch_arrays(args)
+  labels = np.full(inputs.shape, -100, np.int64)
+  np.put_along_axis(labels, positions, targets, axis=1)
+  ids, labels = torch.tensor(inputs, dtype=torch.long), torch.tensor(labels)
+  mask = torch.ones_like(ids)
+  no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+  decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+  opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+                          lr=1e-4, betas=(0.9, 0.999), eps=1e-6)
+
+  def run():
+    opt.zero_grad(set_to_none=True)
+    loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    loss.backward()
+    opt.step()
+  return run
+
+
+def _side(args) -> dict:
+  if args.side == "attnjax":
+    run, flops = attnjax_step(args)
+  else:
+    run, flops = torch_step(args), None
+    if run is None:
+      return {}
+  return {"seconds": interleaved_medians({"step": run}, args.reps)["step"], "flops": flops}
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--batch", type=int, default=16)
+  parser.add_argument("--length", type=int, default=128)
+  parser.add_argument("--predictions", type=int, default=20)
+  parser.add_argument("--reps", type=int, default=5)
+  parser.add_argument("--rounds", type=int, default=2)
+  parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+  parser.add_argument("--side", choices=("attnjax", "torch"), default=None, help=argparse.SUPPRESS)
+  args = parser.parse_args()
+  if args.side:
+    print(json.dumps(_side(args)))
+    return
+  argv = [f"--batch={args.batch}", f"--length={args.length}", f"--predictions={args.predictions}",
+          f"--reps={args.reps}"]
+  results = {"attnjax": [], "torch": []}
+  for _ in range(args.rounds):
+    for side in results:
+      results[side].append(run_side("benchmarks.mlm", side, argv, args.threads))
+  seconds = {side: statistics.median(r["seconds"] for r in rs) for side, rs in results.items() if rs and rs[0]}
+  tokens = args.batch * args.length
+  flops = results["attnjax"][0]["flops"]
+  print(f"# masked-LM train step, float32, MiniLM-L6-H384, batch {args.batch} x {args.length} tokens, "
+        f"{args.predictions} predictions a row, {args.threads} threads, each framework in its own process\n"
+        f"# {machine_description()}")
+  row = [f"{tokens / seconds['attnjax']:.0f}", f"{tokens / seconds['torch']:.0f}" if "torch" in seconds else "—",
+         f"{seconds['torch'] / seconds['attnjax']:.2f}×" if "torch" in seconds else "—",
+         f"{flops / seconds['attnjax'] / 1e9:.1f}"]
+  print(markdown_table(["attnjax tok/s", "BertForMaskedLM (torch) tok/s", "attnjax / torch", "attnjax GFLOP/s"],
+                       [row]))
+
+
+if __name__ == "__main__":
+  main()
