@@ -110,7 +110,10 @@ def base_config() -> ml_collections.ConfigDict:
       # start from another run's checkpoint (its workdir; relative: against this run's), see training/warm_start.py:
       # its vocabulary, parameters (this model's extra ones initialised), step, data position and training clock
       init_from=config_dict.placeholder(str),
-      init_at_minutes=config_dict.placeholder(float),  # its newest checkpoint trained at most this long; None: latest
+      init_at_minutes=config_dict.placeholder(float),
+      # fine-tuning: a pre-trained BERT encoder (a Hugging Face checkpoint directory, or an attnjax workdir of a
+      # masked-LM run) loaded into model.encoder='bert' at the first start; the head and the optimiser start fresh
+      init_encoder_from=config_dict.placeholder(str),  # its newest checkpoint trained at most this long; None: latest
       # stop (with a checkpoint and a final evaluation) after this much wall time; None = run all steps
       time_limit_minutes=config_dict.placeholder(float),
       # the peak that MFU is stated against; None = a float32 matmul measured at start-up on this device

@@ -30,8 +30,8 @@ import numpy as np
 from absl import logging
 
 from attnjax import fs
+from attnjax.data.wordpiece import WordPieceVocab
 
-SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MLM_BATCH_KEYS = ("input_ids", "segment_ids", "positions", "mlm_positions", "mlm_ids", "mlm_weights")
 
 
@@ -76,32 +76,6 @@ def split_articles(articles: Sequence[dict], heldout: dict[str, float], seed: in
   if empty:
     logging.info("mlm data: %d empty article(s) skipped", empty)
   return splits
-
-
-# --------------------------------------------------------------------------------------------- WordPiece
-
-
-class WordPieceVocab:
-  """A BERT WordPiece vocabulary (``vocab.txt``) through ``tokenizers``: ``encode_documents`` gives token ids without
-  special tokens; ``size``, ``pad_id``, ``cls_id``, ``sep_id``, ``mask_id`` as the file numbers them."""
-
-  def __init__(self, vocab_file, lowercase: bool = True):
-    from tokenizers.implementations import BertWordPieceTokenizer  # pylint: disable=g-import-not-at-top
-    if not fs.exists(vocab_file):
-      raise FileNotFoundError(f"data.vocab_file={vocab_file}: no such file (a BERT vocab.txt)")
-    self.path = str(vocab_file)
-    self.tokenizer = BertWordPieceTokenizer(self.path, lowercase=lowercase)
-    vocab = self.tokenizer.get_vocab()
-    missing = [token for token in SPECIALS if token not in vocab]
-    if missing:
-      raise ValueError(f"data.vocab_file={vocab_file}: no {', '.join(missing)} token(s)")
-    self.size = self.tokenizer.get_vocab_size()
-    self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (vocab[t] for t in SPECIALS)
-    self.fingerprint = hashlib.sha256(fs.read_bytes(vocab_file) + str(lowercase).encode()).hexdigest()[:16]
-
-  def encode_documents(self, texts: Sequence[str]) -> list[np.ndarray]:
-    encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
-    return [np.asarray(e.ids, np.int32) for e in encodings]
 
 
 # --------------------------------------------------------------------------------------------- packing

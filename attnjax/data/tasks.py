@@ -272,6 +272,27 @@ class SpanTaskData:
     return self._cache[split, train]
 
 
+WORDPIECE_FILE = "wordpiece.vocab.txt"  # data.vocab_file, copied into the workdir: evaluation needs the workdir only
+
+
+def wordpiece_in_workdir(data_cfg, workdir: str):
+  """The WordPiece vocabulary of ``data.vocab_file``, copied to ``<workdir>/wordpiece.vocab.txt`` on the first start
+  (so that a workdir carries its vocabulary, as it carries a SentencePiece model) and read from there."""
+  from attnjax.data.wordpiece import WordPieceVocab  # pylint: disable=g-import-not-at-top
+  kept = fs.join(workdir, WORDPIECE_FILE)
+  if not fs.exists(kept):
+    source = str(data_cfg.get("vocab_file"))
+    if not fs.exists(source):
+      raise FileNotFoundError(f"data.vocab_file={source}: no such file (a BERT vocab.txt)")
+    import jax  # pylint: disable=g-import-not-at-top
+    if jax.process_index() == 0:
+      fs.makedirs(workdir)
+      fs.write_bytes(kept, fs.read_bytes(source))
+    else:
+      return WordPieceVocab(source, lowercase=bool(data_cfg.get("lowercase", True)))
+  return WordPieceVocab(kept, lowercase=bool(data_cfg.get("lowercase", True)))
+
+
 def _qa(data_cfg, workdir: str) -> SpanTaskData:
   """SQuAD-format data (files or tfds) with a joint SentencePiece vocabulary trained once on the training split's
   questions and (distinct) contexts, cached in the workdir."""
@@ -281,8 +302,11 @@ def _qa(data_cfg, workdir: str) -> SpanTaskData:
   def texts():  # each context once, although several questions share it
     return [q.question for q in splits["train"]] + list(dict.fromkeys(q.context for q in splits["train"]))
 
-  vocab = load_or_train(workdir, "spm", texts, int(data_cfg.get("vocab_size", 8000)),
-                        model_type=data_cfg.get("spm_model_type", "unigram"))
+  if data_cfg.get("vocab_file"):  # a pre-trained encoder's WordPiece vocabulary, kept in the workdir
+    vocab = wordpiece_in_workdir(data_cfg, workdir)
+  else:
+    vocab = load_or_train(workdir, "spm", texts, int(data_cfg.get("vocab_size", 8000)),
+                          model_type=data_cfg.get("spm_model_type", "unigram"))
   version = "2.0" if any(squad.squad_version(qs) == "2.0" for qs in splits.values()) else "1.1"
   return SpanTaskData(data_cfg.source, vocab, splits, int(data_cfg.get("max_question_len", 64)),
                       int(data_cfg.get("max_context_len", 384)), version, doc_stride=data_cfg.get("doc_stride"))
@@ -335,6 +359,11 @@ def load_vocabularies(data_cfg, workdir: str) -> Vocabularies:
     vocab = CharVocab.load(path)
     return Vocabularies(vocab, vocab)
   size, model_type = int(data_cfg.get("vocab_size", 8000)), data_cfg.get("spm_model_type", "unigram")
+  if data_cfg.source in squad.QA_SOURCES and data_cfg.get("vocab_file"):
+    if not fs.exists(fs.join(workdir, WORDPIECE_FILE)):
+      _missing_vocab(workdir)()
+    vocab = wordpiece_in_workdir(data_cfg, workdir)
+    return Vocabularies(vocab, vocab)
   if data_cfg.source in squad.QA_SOURCES:
     vocab = load_or_train(workdir, "spm", _missing_vocab(workdir), size, model_type=model_type)
     return Vocabularies(vocab, vocab)

@@ -69,7 +69,7 @@ from attnjax.models.transformer import EncoderLayer, LayerConfig
 
 __all__ = ["SpanQA", "best_span", "span_loss", "span_nll", "ENCODERS", "MASKED_LOGIT"]
 
-ENCODERS = ("transformer", "bilstm")
+ENCODERS = ("transformer", "bilstm", "bert")
 
 # Finite rather than -inf: two of them still add up to a finite float32 (best_span sums start and end logits), and
 # exp(MASKED_LOGIT - max) underflows to exactly 0, so a padding position has zero probability in the loss.
@@ -110,7 +110,9 @@ class SpanQA(nn.Module):
 
   Attributes:
     vocab_size: shared question/context vocabulary (``PAD_ID`` = padding).
-    encoder: ``"transformer"`` (BERT-style over the packed pair) or ``"bilstm"`` (BiDAF-style reader).
+    encoder: ``"transformer"`` (BERT-style over the packed pair), ``"bilstm"`` (BiDAF-style reader) or ``"bert"``
+      (:class:`attnjax.models.bert.BertEncoder` with BERT's exact semantics over ``[CLS] question [SEP] context
+      [SEP]``, so that a pre-trained encoder's weights load into it: :mod:`attnjax.transfer`).
     d_model: D, the hidden size (transformer width; BiLSTM outputs, D/2 units per direction).
     num_layers: Transformer encoder layers, or layers of the contextual and of the modelling BiLSTM.
     num_heads: attention heads (transformer).
@@ -121,6 +123,8 @@ class SpanQA(nn.Module):
     positional: ``"sinusoidal"`` | ``"learned"`` (BERT) | ``"relative"`` (Shaw et al. 2018) (transformer).
     allow_no_answer: output the null span score ``no_answer_logit`` (SQuAD 2.0).
     max_answer_length: longest span that :meth:`decode_spans` considers.
+    cls_id / sep_id: the vocabulary's [CLS] and [SEP] ids (bert).
+    layer_norm_epsilon: the LayerNorms' epsilon (bert).
     dtype: computation dtype; parameters and logits stay float32.
 
   ``__call__(question [B, Q], context [B, C], question_mask=None, context_mask=None, *, deterministic=True)``
@@ -139,6 +143,9 @@ class SpanQA(nn.Module):
   positional: str = "learned"
   allow_no_answer: bool = True
   max_answer_length: int = 30
+  cls_id: int = 101  # encoder "bert": the WordPiece vocabulary's [CLS] and [SEP] (BERT's uncased vocab.txt: 101, 102)
+  sep_id: int = 102
+  layer_norm_epsilon: float = 1e-12  # encoder "bert"
   dtype: Any = jnp.float32
 
   def __post_init__(self):
@@ -158,7 +165,7 @@ class SpanQA(nn.Module):
     if self.encoder == "transformer" and (isinstance(self.num_heads, bool) or not isinstance(self.num_heads, int)
                                           or self.num_heads < 1):
       raise ValueError(f"num_heads must be a positive integer, got {self.num_heads!r}")
-    if self.encoder == "transformer" and self.d_model % self.num_heads:
+    if self.encoder in ("transformer", "bert") and self.d_model % self.num_heads:
       raise ValueError(f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})")
     if self.encoder == "bilstm" and self.d_model % 2:
       raise ValueError(f"d_model must be even for encoder='bilstm' (d_model/2 units per direction), "
@@ -168,6 +175,15 @@ class SpanQA(nn.Module):
   def setup(self):
     d = self.d_model
     self.token_embed = TokenEmbedding(self.vocab_size, d, dtype=self.dtype, name="token_embed")
+    if self.encoder == "bert":
+      from attnjax.models.bert import BertEncoder  # pylint: disable=g-import-not-at-top
+      self.bert = BertEncoder(self.vocab_size, d, self.num_layers, self.num_heads, self.d_ff, self.max_length,
+                              layer_norm_epsilon=self.layer_norm_epsilon, dropout_rate=self.dropout_rate,
+                              attention_dropout_rate=self.dropout_rate, use_pooler=False, dtype=self.dtype,
+                              name="bert")
+      self.qa_outputs = nn.Dense(2, dtype=jnp.float32, name="qa_outputs",
+                                 kernel_init=nn.initializers.normal(0.02))
+      return
     if self.encoder == "transformer":
       cfg = LayerConfig(d, self.num_heads, self.d_ff, self.dropout_rate, attention_dropout_rate=self.dropout_rate,
                         relu_dropout_rate=0.0, pre_norm=False,
@@ -231,6 +247,24 @@ class SpanQA(nn.Module):
     null = jnp.sum(self.qa_outputs(x[:, 0].astype(jnp.float32)), axis=-1)
     return logits[..., 0], logits[..., 1], null
 
+  def _bert(self, question, context, qm, cm, deterministic):
+    """``(start [B, C], end [B, C], null [B])`` from a BERT encoder over ``[CLS] question [SEP] context [SEP]`` (token
+    types 0 then 1), BERT's SQuAD head (Devlin et al. 2019, §4.2): a start and an end vector dotted with each
+    context token, the null score from [CLS]. Padding inside the row is skipped: positions count real tokens only,
+    and a token attends the real ones."""
+    (b, q), c = question.shape, context.shape[1]
+    token = lambda i: jnp.full((b, 1), i, jnp.int32)  # noqa: E731
+    ids = jnp.concatenate([token(self.cls_id), question, token(self.sep_id), context, token(self.sep_id)], axis=1)
+    ones = jnp.ones((b, 1), bool)
+    real = jnp.concatenate([ones, qm, ones, cm, ones], axis=1)
+    types = jnp.concatenate([jnp.zeros((b, q + 2), jnp.int32), jnp.ones((b, c + 1), jnp.int32)], axis=1)
+    positions = jnp.maximum(jnp.cumsum(real, axis=1) - 1, 0)
+    hidden = self.bert(ids, token_type_ids=types, segment_ids=real.astype(jnp.int32), positions=positions,
+                       deterministic=deterministic)["last_hidden_state"]
+    logits = self.qa_outputs(hidden[:, q + 2:q + 2 + c].astype(jnp.float32))  # [B, C, 2]
+    null = jnp.sum(self.qa_outputs(hidden[:, 0].astype(jnp.float32)), axis=-1)
+    return logits[..., 0], logits[..., 1], null
+
   def _bilstm(self, question, context, qm, cm, deterministic):
     """``(start [B, C], end [B, C], null [B] or None)`` from the BiDAF-style reader."""
     b, q = question.shape
@@ -263,7 +297,7 @@ class SpanQA(nn.Module):
     cm = token_mask("context", context, context_mask)
     if question.shape[0] != context.shape[0]:
       raise ValueError(f"question batch {question.shape[0]} != context batch {context.shape[0]}")
-    encode = self._transformer if self.encoder == "transformer" else self._bilstm
+    encode = {"transformer": self._transformer, "bilstm": self._bilstm, "bert": self._bert}[self.encoder]
     start, end, null = encode(question, context, qm, cm, deterministic)
     out = {"start_logits": jnp.where(cm, start, MASKED_LOGIT).astype(jnp.float32),
            "end_logits": jnp.where(cm, end, MASKED_LOGIT).astype(jnp.float32), "context_mask": cm}

@@ -138,10 +138,22 @@ class Experiment:
   def _check_span_model(self) -> None:
     """What only the data can tell about a SpanQA config: no-answer support and the learned-position table."""
     task, model = self.task, self.model
+    if model.encoder == "bert":
+      vocab = task.vocab
+      if not hasattr(vocab, "cls_id"):
+        raise ValueError("config.model.encoder='bert' reads WordPiece ids: set config.data.vocab_file (the encoder's "
+                         "vocab.txt) instead of training a SentencePiece vocabulary")
+      if (vocab.cls_id, vocab.sep_id) != (model.cls_id, model.sep_id):
+        raise ValueError(f"config.model.cls_id / sep_id = {model.cls_id} / {model.sep_id}, but data.vocab_file has "
+                         f"[CLS] {vocab.cls_id} and [SEP] {vocab.sep_id}")
     if task.version == "2.0" and not model.allow_no_answer:
       raise ValueError("config.model.allow_no_answer is False but the data has unanswerable (SQuAD 2.0) questions")
     # rows are padded to multiples of 8, the context side with room for the batcher's EOS (see SpanBatcher)
     packed = -(-task.max_question_len // 8) * 8 + -(-(task.max_context_len + 1) // 8) * 8 + 2
+    if model.encoder == "bert" and model.max_length < packed + 1:
+      raise ValueError(f"config.model.max_length={model.max_length} is too short for [CLS] question [SEP] context "
+                       f"[SEP] padded to data.max_question_len={task.max_question_len} and data.max_context_len="
+                       f"{task.max_context_len}: it must be at least {packed + 1}")
     if model.encoder == "transformer" and model.positional == "learned" and model.max_length < packed:
       raise ValueError(f"config.model.max_length={model.max_length} is too short for learned positions over [CLS] "
                        f"question [SEP] context padded to data.max_question_len={task.max_question_len} and "
@@ -346,6 +358,9 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
   if not start and init_from:  # a first start: from the other run's checkpoint (its step and clock continue)
     where(f"warm-starting from {init_from}")
     start, exp.meta = warm_start.warm_start(exp, init_from, config.train.get("init_at_minutes"))
+  if not start and config.train.get("init_encoder_from"):  # fine-tuning: a pre-trained encoder, the rest fresh
+    where(f"loading the encoder of {config.train.init_encoder_from}")
+    warm_start.init_encoder(exp, config.train.init_encoder_from)
   seconds_before = float(exp.meta.get("train_seconds", 0.0))
   if start:
     logging.info("resuming from step %d (%.1f training minutes so far)", start, seconds_before / 60)

@@ -28,6 +28,7 @@ import os
 from absl import logging
 import flax
 import jax
+import numpy as np
 import jax.numpy as jnp
 
 from attnjax import config as config_lib
@@ -76,18 +77,19 @@ def choose_step(checkpointer: Checkpointer, at_minutes: float | None) -> tuple[i
                    f"longer ({', '.join(clocks)})")
 
 
-def merge_params(own, source) -> tuple[dict, list[str]]:
+def merge_params(own, source, key: str = "train.init_from") -> tuple[dict, list[str]]:
   """``own`` with every leaf that ``source`` also has replaced by the source's; returns (params, the paths only
-  ``own`` has). Raises ValueError naming a shared path whose shapes differ, or a source path ``own`` lacks."""
+  ``own`` has). Raises ValueError (naming the config ``key``) for a shared path whose shapes differ, or a source path
+  ``own`` lacks."""
   own_flat = flax.traverse_util.flatten_dict(flax.core.unfreeze(own), sep="/")
   source_flat = flax.traverse_util.flatten_dict(flax.core.unfreeze(source), sep="/")
   missing = sorted(set(source_flat) - set(own_flat))
   if missing:
-    raise ValueError(f"train.init_from: the model has no parameter {missing[0]} of the checkpoint (and "
+    raise ValueError(f"{key}: the model has no parameter {missing[0]} of the checkpoint (and "
                      f"{len(missing) - 1} more): the two models differ by more than added parameters")
   for path, value in source_flat.items():
     if tuple(value.shape) != tuple(own_flat[path].shape):
-      raise ValueError(f"train.init_from: parameter {path} has shape {tuple(value.shape)} in the checkpoint and "
+      raise ValueError(f"{key}: parameter {path} has shape {tuple(value.shape)} in the checkpoint and "
                        f"{tuple(own_flat[path].shape)} in this model")
   merged = {path: source_flat.get(path, value) for path, value in own_flat.items()}
   return flax.traverse_util.unflatten_dict(merged, sep="/"), sorted(set(own_flat) - set(source_flat))
@@ -141,3 +143,40 @@ def warm_start(exp, source: str, at_minutes: float | None) -> tuple[int, dict]:
   logging.info("warm start from %s, step %d (%.1f training minutes): its parameters, step and data position; "
                "initialised here: %s", source, step, float(meta.get("train_seconds", 0.0)) / 60, new or "none")
   return step, meta
+
+
+def encoder_params(source: str) -> dict:
+  """A pre-trained BERT encoder's parameters (host arrays): from a Hugging Face checkpoint directory (``config.json``
+  and ``model.safetensors``, validated by :mod:`attnjax.transfer.bert`), or from an attnjax workdir whose model has
+  a ``bert`` encoder (a masked-LM pre-training run, a fine-tuned reader): its best checkpoint's ``bert``."""
+  if fs.exists(fs.join(source, "config.json")) and fs.exists(fs.join(source, "model.safetensors")):
+    from attnjax.transfer import bert  # pylint: disable=g-import-not-at-top
+    config = bert.read_config(source)
+    tensors, path = bert.read_tensors(source)
+    params = bert.params_from_tensors(tensors, config, path)
+    params.pop("pooler", None)  # the readers have no pooler
+    return params
+  if not fs.exists(fs.join(source, "checkpoints")):
+    raise FileNotFoundError(f"train.init_encoder_from={source}: neither a Hugging Face checkpoint (config.json, "
+                            "model.safetensors) nor an attnjax workdir (checkpoints/)")
+  from attnjax import inference  # pylint: disable=g-import-not-at-top
+  loaded = inference.load_workdir(source, checkpoint="best")
+  if "bert" not in loaded.params:
+    raise ValueError(f"train.init_encoder_from={source}: its model ({loaded.config.model.name}) has no BERT encoder")
+  params = jax.tree_util.tree_map(np.asarray, jax.device_get(loaded.params["bert"]))
+  params.pop("pooler", None)
+  return params
+
+
+def init_encoder(exp, source: str) -> None:
+  """Puts a pre-trained encoder (:func:`encoder_params`) into ``exp``'s fresh state, in its shardings: fine-tuning
+  starts from its weights, with the task's head, the optimiser and the step fresh."""
+  if "bert" not in exp.state.params:
+    raise ValueError("train.init_encoder_from needs a model with a BERT encoder (model.encoder='bert')")
+  merged, new = merge_params(exp.state.params["bert"], encoder_params(source), key="train.init_encoder_from")
+  place = lambda tree, like: jax.tree_util.tree_map(lambda x, y: jax.device_put(jnp.asarray(x, y.dtype), y.sharding),
+                                                    tree, like)
+  params = dict(exp.state.params)
+  params["bert"] = place(merged, exp.state.params["bert"])
+  exp.state = exp.state.replace(params=params)
+  logging.info("encoder initialised from %s; trained from scratch here: %s", source, new or "nothing else of it")
