@@ -142,6 +142,11 @@ def evaluate_checkpoint(workdir: str, *, split: str = "test", checkpoint: str = 
   names = _task_metrics(config)
   if "meteor" in names:
     metrics_lib.check_meteor_available(_meteor_language(config, names))
+  if config.data.source == "mlm_jsonl":
+    if heatmap:
+      raise ValueError("heatmap: attention heatmaps are drawn for sequence-to-sequence models, not for a masked LM")
+    tasks.resolve_data_dir(config.data, workdir, data_dir)
+    return _evaluate_mlm(workdir, config, split, checkpoint, average_last, limit)
   qa = config.data.source in squad.QA_SOURCES
   if heatmap and qa:
     raise ValueError("heatmap: attention heatmaps are drawn for sequence-to-sequence models, not for "
@@ -211,3 +216,34 @@ def _pieces(vocab, text: str) -> list[str]:
   if hasattr(vocab, "id_to_piece"):
     return [vocab.id_to_piece(i) for i in vocab.encode(text)]
   return list(text)
+
+
+def _evaluate_mlm(workdir, config, split, checkpoint, average_last, limit) -> dict[str, Any]:
+  """Masked-LM loss and accuracy on every packed row of ``split`` (the first ``limit`` rows), each row masked as at
+  every evaluation (:class:`attnjax.data.mlm.MlmBatcher`)."""
+  from attnjax.data.mlm import MlmTaskData  # pylint: disable=g-import-not-at-top
+  from attnjax.models.bert import mlm_statistics  # pylint: disable=g-import-not-at-top
+  task = MlmTaskData(config.data, workdir)
+  rows = task.rows(split)
+  if limit:
+    task._rows[split] = tuple(a[:limit] for a in rows)  # pylint: disable=protected-access
+  loaded = inference.load_workdir(workdir, checkpoint=checkpoint, average_last=average_last, config=config)
+  model = loaded.model
+
+  @jax.jit
+  def statistics(params, batch):
+    logits = model.apply({"params": params}, batch["input_ids"], batch["segment_ids"], batch["positions"],
+                         batch["mlm_positions"])
+    return mlm_statistics(logits, batch["mlm_ids"], batch["mlm_weights"])
+
+  totals: dict[str, float] = {}
+  batch_size = int(config.data.batch_size or config.eval.batch_size)
+  for batch in task.batcher(split, shuffle=False, seed=0, batch_size=batch_size).iterate_epoch(0):
+    for key, value in jax.device_get(statistics(loaded.params, batch)).items():
+      totals[key] = totals.get(key, 0.0) + float(value)
+  n = max(totals.get("ntokens", 0.0), 1.0)
+  result = {"step": loaded.step, "steps": list(loaded.steps), "split": split,
+            "examples": int(len(task.rows(split)[0])), "mlm_loss": totals.get("loss_sum", 0.0) / n,
+            "mlm_accuracy": totals.get("correct_sum", 0.0) / n, "mlm_predictions": totals.get("ntokens", 0.0)}
+  _write_metrics(workdir, split, result)
+  return result

@@ -263,7 +263,7 @@ MUTANTS = (
            "n = min(max_predictions, max(1, int(round(len(where) * 0.2))))",
            (MLM_MASKING,),
            "BERT §3.1: 15% of the tokens are chosen for prediction"),
-    Mutant("mlm-loss-at-masked-positions", "attnjax/training/steps.py",
+    Mutant("mlm-loss-at-masked-positions", "attnjax/models/bert.py",
            "total = jnp.sum(nll * weights)\n  correct",
            "total = jnp.sum(nll)\n  correct",
            (MLM_LOSS,),

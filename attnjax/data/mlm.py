@@ -225,7 +225,7 @@ class MlmTaskData:
   """A masked-LM task (``config.data.source = "mlm_jsonl"``): the WordPiece vocabulary and each split's packed rows.
 
   Config (``config.data``): ``path`` (the JSON-lines articles, inside ``dir`` if set), ``heldout`` (split -> share
-  of articles), ``split_seed``, ``vocab_file`` (a BERT ``vocab.txt``; its path as given, else inside the workdir),
+  of articles), ``split_seed``, ``vocab_file`` (a BERT ``vocab.txt``, copied into the workdir as ``wordpiece.vocab.txt`` on the first start),
   ``lowercase`` (True), ``seq_len`` (128), ``max_predictions`` (BERT's for ``seq_len``), ``mask_rate`` (0.15) and
   ``max_articles`` (0: all; a quick run's cap). The tokenized, packed rows are cached in the workdir
   (``mlm.<split>.<fingerprint>.npz``): a restart or a second host reads them instead of tokenizing again.
@@ -240,10 +240,9 @@ class MlmTaskData:
     self.mask_rate = float(get(data_cfg, "mask_rate", 0.15))
     if not 0.0 < self.mask_rate < 1.0:
       raise ValueError(f"data.mask_rate must be in (0, 1), got {self.mask_rate}")
-    vocab_file = str(get(data_cfg, "vocab_file"))
-    if not fs.exists(vocab_file) and fs.exists(fs.join(workdir, vocab_file)):
-      vocab_file = str(fs.join(workdir, vocab_file))
-    self.vocab = WordPieceVocab(vocab_file, lowercase=bool(get(data_cfg, "lowercase", True)))
+    get(data_cfg, "vocab_file")  # required
+    from attnjax.data.tasks import wordpiece_in_workdir  # pylint: disable=g-import-not-at-top
+    self.vocab = wordpiece_in_workdir(data_cfg, workdir)
     self.src_vocab = self.tgt_vocab = self.vocab
     self.metrics = ("mlm_accuracy",)
     self.path = in_dir(get(data_cfg, "dir", ""), str(get(data_cfg, "path")))

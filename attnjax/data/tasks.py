@@ -359,7 +359,7 @@ def load_vocabularies(data_cfg, workdir: str) -> Vocabularies:
     vocab = CharVocab.load(path)
     return Vocabularies(vocab, vocab)
   size, model_type = int(data_cfg.get("vocab_size", 8000)), data_cfg.get("spm_model_type", "unigram")
-  if data_cfg.source in squad.QA_SOURCES and data_cfg.get("vocab_file"):
+  if data_cfg.source == "mlm_jsonl" or (data_cfg.source in squad.QA_SOURCES and data_cfg.get("vocab_file")):
     if not fs.exists(fs.join(workdir, WORDPIECE_FILE)):
       _missing_vocab(workdir)()
     vocab = wordpiece_in_workdir(data_cfg, workdir)

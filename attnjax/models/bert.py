@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from attnjax.models.transformer import ACTIVATIONS, EncoderLayer, LayerConfig
@@ -184,3 +185,14 @@ class BertMaskedLM(nn.Module):
     h = self.transform_norm(ACTIVATIONS[self.activation](self.transform(hidden)))
     logits = self.bert.word_embeddings.attend(h.astype(self.dtype))
     return logits.astype(jnp.float32) + self.output_bias
+
+
+def mlm_statistics(logits, mlm_ids, mlm_weights):
+  """Sums over the predicted positions of a masked-LM batch: ``loss_sum`` (cross-entropy), ``correct_sum`` (argmax
+  right) and ``ntokens`` (the predictions; ``mlm_weights`` 0 pads). ``logits [B, P, V]`` at ``mlm_ids [B, P]``."""
+  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+  nll = -jnp.take_along_axis(log_probs, mlm_ids[..., None], axis=-1)[..., 0]
+  weights = mlm_weights.astype(jnp.float32)
+  total = jnp.sum(nll * weights)
+  correct = jnp.sum((jnp.argmax(logits, axis=-1) == mlm_ids) * weights)
+  return {"loss_sum": total, "nll_sum": total, "ntokens": jnp.sum(weights), "correct_sum": correct}

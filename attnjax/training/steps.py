@@ -20,6 +20,7 @@ import optax
 import functools
 
 from attnjax.data.pipeline import HOST_ONLY_KEYS
+from attnjax.models.bert import mlm_statistics
 from attnjax.models.span_qa import span_nll
 from attnjax.runtime import partitioning
 from attnjax.training.losses import smoothed_cross_entropy
@@ -65,12 +66,7 @@ def mlm_loss_stats(model, params, batch, rng, deterministic):
   rngs = None if deterministic else {"dropout": rng}
   logits = model.apply({"params": params}, batch["input_ids"], batch["segment_ids"], batch["positions"],
                        batch["mlm_positions"], deterministic=deterministic, rngs=rngs)  # [B, P, V]
-  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-  nll = -jnp.take_along_axis(log_probs, batch["mlm_ids"][..., None], axis=-1)[..., 0]
-  weights = batch["mlm_weights"].astype(jnp.float32)
-  total = jnp.sum(nll * weights)
-  correct = jnp.sum((jnp.argmax(logits, axis=-1) == batch["mlm_ids"]) * weights)
-  return {"loss_sum": total, "nll_sum": total, "ntokens": jnp.sum(weights), "correct_sum": correct}
+  return mlm_statistics(logits, batch["mlm_ids"], batch["mlm_weights"])
 
 
 def batch_shardings(keys_and_ndims, mesh, rules):

@@ -97,3 +97,14 @@ def test_a_tiny_bert_pre_trains_through_the_train_step_and_beats_the_frequency_b
   baseline = np.bincount(targets).max() / len(targets)
   assert result["mlm_accuracy"] > baseline + 0.1, (result, baseline)
   assert result["mlm_loss"] < math.log(task.vocab.size) - 1.0
+  # attnjax.evaluate scores every row of the test split from the best checkpoint, masked as the batcher masks it
+  from attnjax.scoring import evaluate_checkpoint  # pylint: disable=g-import-not-at-top
+  scored = evaluate_checkpoint(str(tmp_path / "run"), split="test")
+  test_batches = list(task.batcher("test", shuffle=False, seed=0, batch_size=8).iterate_epoch(0))
+  assert scored["examples"] == len(task.rows("test")[0]) and scored["mlm_predictions"] == sum(
+      float(b["mlm_weights"].sum()) for b in test_batches)
+  assert 0.0 < scored["mlm_accuracy"] <= 1.0 and (tmp_path / "run" / "metrics.test.json").exists()
+  # a reader can start from this run's encoder: the parameters of its best checkpoint's "bert"
+  from attnjax.training import warm_start  # pylint: disable=g-import-not-at-top
+  encoder = warm_start.encoder_params(str(tmp_path / "run"))
+  assert "word_embeddings" in encoder and "pooler" not in encoder and "layer_1" in encoder
