@@ -18,23 +18,27 @@ from attnjax import fs
 from attnjax.data.squad import QA_SOURCES  # extractive QA: model.name must be "span_qa"
 
 MLM_SOURCES = ("mlm_jsonl",)  # masked-LM pre-training: model.name must be "bert_mlm"
+LM_SOURCES = ("lm_jsonl",)  # language modelling: model.name must be "decoder_lm"
 DATA_SOURCES = ("synthetic", "parallel_text", "tsv", "jsonl", "tfds_translation", "tfds_summarization") + QA_SOURCES \
-    + MLM_SOURCES
+    + MLM_SOURCES + LM_SOURCES
 # Keys an experiment file may add to config.data for the text sources (see attnjax.data.sources / tokenizer).
 TEXT_SOURCE_KEYS = ("dir", "src_lang", "tgt_lang", "splits", "max_chars", "path", "heldout", "split_seed",
                     "src_column", "tgt_column", "document_key", "summary_key", "tfds_name", "tfds_data_dir",
                     "tfds_download", "tfds_backend", "vocab_size", "joint_vocab", "spm_model_type",
                     "max_question_len", "max_context_len", "doc_stride",
                     # masked-LM pre-training (attnjax.data.mlm)
-                    "vocab_file", "lowercase", "seq_len", "max_predictions", "mask_rate", "max_articles")
+                    "vocab_file", "lowercase", "seq_len", "max_predictions", "mask_rate", "max_articles",
+                    # language modelling (attnjax.data.lm)
+                    "spm_train_chars", "train_tokens")
 DECODERS = ("greedy", "beam")
 # What eval.metrics may ask for, by task kind (empty eval.metrics = the task's own list, see attnjax.data.tasks).
 DECODING_METRICS = ("exact_match", "bleu", "chrf", "ter", "meteor", "rouge")
 SPAN_METRICS = ("exact_match", "f1")
 MLM_METRICS = ("mlm_accuracy",)
+LM_METRICS = ("bits_per_byte",)
 # What train.best_metric may name: a metric value of the evaluation.
 METRICS = ("exact_match", "bleu", "chrf", "ter", "meteor", "rouge1", "rouge2", "rougeL", "rougeLsum", "f1", "loss",
-           "nll", "mlm_accuracy")
+           "nll", "mlm_accuracy", "bits_per_byte")
 
 # The logical-axis rules of the mesh (attnjax.runtime.partitioning applies them): batch over data and fsdp,
 # parameters' embed axis over fsdp, the vocabulary, feed-forward and heads over tensor.
@@ -289,7 +293,16 @@ def validate(config) -> None:
           f"{d.source!r}, model.name={config.model.get('name')!r})")
   if mlm_source and d.batch_size is None:
     _fail("data.batch_size", "masked-LM rows have a fixed length: set data.batch_size (rows), not data.max_tokens")
-  allowed = MLM_METRICS if mlm_source else SPAN_METRICS if qa_source else DECODING_METRICS
+  lm_source, lm_model = d.source in LM_SOURCES, config.model.get("name") == "decoder_lm"
+  if lm_source != lm_model:
+    _fail("model.name" if lm_source else "data.source",
+          f"language-model sources {LM_SOURCES} go with model.name='decoder_lm' and only with it (got data.source="
+          f"{d.source!r}, model.name={config.model.get('name')!r})")
+  if lm_source and d.batch_size is None:
+    _fail("data.batch_size", "language-model rows have a fixed length: set data.batch_size (rows), not "
+          "data.max_tokens")
+  allowed = (LM_METRICS if lm_source else MLM_METRICS if mlm_source else SPAN_METRICS if qa_source
+             else DECODING_METRICS)
   unknown = [name for name in e.metrics if name not in allowed]
   if unknown:
     _fail("eval.metrics", f"{unknown} not available for this task (choose from {allowed})")

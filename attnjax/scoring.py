@@ -8,10 +8,12 @@ checkpoint, early stop).
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import Any
 
 import numpy as np
+
 import jax
 
 from attnjax import config as config_lib
@@ -142,11 +144,12 @@ def evaluate_checkpoint(workdir: str, *, split: str = "test", checkpoint: str = 
   names = _task_metrics(config)
   if "meteor" in names:
     metrics_lib.check_meteor_available(_meteor_language(config, names))
-  if config.data.source == "mlm_jsonl":
+  if config.data.source in ("mlm_jsonl", "lm_jsonl"):
     if heatmap:
-      raise ValueError("heatmap: attention heatmaps are drawn for sequence-to-sequence models, not for a masked LM")
+      raise ValueError("heatmap: attention heatmaps are drawn for sequence-to-sequence models, not for "
+                       f"model.name={config.model.name!r}")
     tasks.resolve_data_dir(config.data, workdir, data_dir)
-    return _evaluate_mlm(workdir, config, split, checkpoint, average_last, limit)
+    return _evaluate_rows(workdir, config, split, checkpoint, average_last, limit)
   qa = config.data.source in squad.QA_SOURCES
   if heatmap and qa:
     raise ValueError("heatmap: attention heatmaps are drawn for sequence-to-sequence models, not for "
@@ -218,32 +221,48 @@ def _pieces(vocab, text: str) -> list[str]:
   return list(text)
 
 
-def _evaluate_mlm(workdir, config, split, checkpoint, average_last, limit) -> dict[str, Any]:
-  """Masked-LM loss and accuracy on every packed row of ``split`` (the first ``limit`` rows), each row masked as at
-  every evaluation (:class:`attnjax.data.mlm.MlmBatcher`)."""
-  from attnjax.data.mlm import MlmTaskData  # pylint: disable=g-import-not-at-top
-  from attnjax.models.bert import mlm_statistics  # pylint: disable=g-import-not-at-top
-  task = MlmTaskData(config.data, workdir)
+def _evaluate_rows(workdir, config, split, checkpoint, average_last, limit) -> dict[str, Any]:
+  """A (masked) language model on every packed row of ``split`` (the first ``limit`` rows): masked-LM loss and
+  accuracy, each row masked as at every evaluation; or loss per token and bits per byte."""
+  from attnjax.data import tasks as task_lib  # pylint: disable=g-import-not-at-top
+  task = task_lib.load_task(config.data, workdir)
   rows = task.rows(split)
-  if limit:
-    task._rows[split] = tuple(a[:limit] for a in rows)  # pylint: disable=protected-access
+  if limit:  # pylint: disable=protected-access
+    task._rows[split] = (tuple(a[:limit] for a in rows) if isinstance(rows, tuple)
+                         else {k: a[:limit] for k, a in rows.items()})
   loaded = inference.load_workdir(workdir, checkpoint=checkpoint, average_last=average_last, config=config)
   model = loaded.model
-
-  @jax.jit
-  def statistics(params, batch):
-    logits = model.apply({"params": params}, batch["input_ids"], batch["segment_ids"], batch["positions"],
-                         batch["mlm_positions"])
-    return mlm_statistics(logits, batch["mlm_ids"], batch["mlm_weights"])
-
+  if task.kind == "mlm":
+    from attnjax.models.bert import mlm_statistics  # pylint: disable=g-import-not-at-top
+    apply = lambda p, b: mlm_statistics(model.apply({"params": p}, b["input_ids"], b["segment_ids"], b["positions"],
+                                                    b["mlm_positions"]), b["mlm_ids"], b["mlm_weights"])  # noqa: E731
+  else:
+    from attnjax.models.lm import lm_statistics  # pylint: disable=g-import-not-at-top
+    apply = lambda p, b: lm_statistics(model.apply({"params": p}, b["inputs"], b["segment_ids"], b["positions"]),
+                                       b["targets"], b["weights"])  # noqa: E731
+  statistics = jax.jit(apply)
   totals: dict[str, float] = {}
   batch_size = int(config.data.batch_size or config.eval.batch_size)
   for batch in task.batcher(split, shuffle=False, seed=0, batch_size=batch_size).iterate_epoch(0):
     for key, value in jax.device_get(statistics(loaded.params, batch)).items():
       totals[key] = totals.get(key, 0.0) + float(value)
   n = max(totals.get("ntokens", 0.0), 1.0)
+  first = task.rows(split)
   result = {"step": loaded.step, "steps": list(loaded.steps), "split": split,
-            "examples": int(len(task.rows(split)[0])), "mlm_loss": totals.get("loss_sum", 0.0) / n,
-            "mlm_accuracy": totals.get("correct_sum", 0.0) / n, "mlm_predictions": totals.get("ntokens", 0.0)}
+            "examples": int(len(first[0] if isinstance(first, tuple) else first["inputs"]))}
+  if task.kind == "mlm":
+    result.update(mlm_loss=totals.get("loss_sum", 0.0) / n, mlm_accuracy=totals.get("correct_sum", 0.0) / n,
+                  mlm_predictions=totals.get("ntokens", 0.0))
+  else:
+    result.update(lm_scores(totals, task.bytes[split]))
   _write_metrics(workdir, split, result)
   return result
+
+
+def lm_scores(totals: dict[str, float], num_bytes: int) -> dict[str, float]:
+  """A language model's scores from summed NLL (nats) and predicted tokens over a split of ``num_bytes`` bytes:
+  ``lm_loss`` (nats per token), ``bits_per_byte`` (the tokenizer-independent rate) and ``lm_tokens``."""
+  n = max(totals.get("ntokens", 0.0), 1.0)
+  return {"lm_loss": totals.get("nll_sum", 0.0) / n,
+          "bits_per_byte": totals.get("nll_sum", 0.0) / math.log(2) / max(num_bytes, 1),
+          "lm_tokens": totals.get("ntokens", 0.0)}

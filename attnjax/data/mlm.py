@@ -24,13 +24,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 from absl import logging
 
 from attnjax import fs
-from attnjax.data.wordpiece import WordPieceVocab
+from attnjax.data.rows import RowBatcher
 
 MLM_BATCH_KEYS = ("input_ids", "segment_ids", "positions", "mlm_positions", "mlm_ids", "mlm_weights")
 
@@ -144,78 +144,21 @@ def default_max_predictions(seq_len: int, rate: float = 0.15) -> int:
 # --------------------------------------------------------------------------------------------- batches
 
 
-class MlmBatcher:
-  """Batches of masked packed rows, deterministic and resumable (the API of
-  :class:`attnjax.data.pipeline.Seq2SeqBatcher`: ``next``, ``iterate_epoch``, ``state``, ``restore``).
-
-  Training (``shuffle``) reshuffles the rows each epoch and drops a last partial batch. Evaluation keeps the rows in
-  order and pads the last batch with empty rows (weight 0), so that every row is scored. ``num_shards`` /
-  ``shard_index``: each process takes every ``num_shards``-th row of every global batch.
-  """
-
-  def __init__(self, ids, segments, positions, *, batch_size: int, vocab_size: int, mask_id: int,
+def MlmBatcher(ids, segments, positions, *, batch_size: int, vocab_size: int, mask_id: int,  # pylint: disable=invalid-name
                special_ids: Sequence[int], max_predictions: int, seed: int = 0, shuffle: bool = True,
-               num_shards: int = 1, shard_index: int = 0, batch_multiple: int = 1, rate: float = 0.15):
-    if batch_size % max(batch_multiple, 1) or batch_size % num_shards:
-      raise ValueError(f"data.batch_size={batch_size} must be a multiple of {max(batch_multiple, num_shards)} (the "
-                       "data-parallel devices, processes and gradient-accumulation steps)")
-    if shuffle and len(ids) < batch_size:
-      raise ValueError(f"{len(ids)} packed rows are fewer than one batch of data.batch_size={batch_size}")
-    self.ids, self.segments, self.positions = ids, segments, positions
-    self.batch_size, self.seed, self.shuffle = batch_size, seed, shuffle
-    self.num_shards, self.shard_index = num_shards, shard_index
-    self.masking = dict(vocab_size=vocab_size, mask_id=mask_id, special_ids=tuple(special_ids),
-                        max_predictions=max_predictions, rate=rate)
-    self._epoch = self._position = 0
-    self._fingerprint = hashlib.sha256(np.ascontiguousarray(ids[:64]).tobytes() + str(
-        (len(ids), batch_size, shuffle, sorted(self.masking.items()))).encode()).hexdigest()[:16]
+               num_shards: int = 1, shard_index: int = 0, batch_multiple: int = 1, rate: float = 0.15) -> RowBatcher:
+  """Batches of masked packed rows (:class:`attnjax.data.rows.RowBatcher`): each batch masked by :func:`mask_rows`
+  with the batch's own random draws."""
+  masking = dict(vocab_size=vocab_size, mask_id=mask_id, special_ids=tuple(special_ids),
+                 max_predictions=max_predictions, rate=rate)
 
-  def num_batches(self, epoch: int | None = None) -> int:
-    del epoch
-    return len(self.ids) // self.batch_size if self.shuffle else -(-len(self.ids) // self.batch_size)
+  def make(rows, rng):
+    return {"segment_ids": rows["segment_ids"], "positions": rows["positions"],
+            **mask_rows(rows["ids"], rows["segment_ids"], rng, **masking)}
 
-  def _rows(self, epoch: int, position: int) -> np.ndarray:
-    order = (np.random.default_rng((self.seed, epoch)).permutation(len(self.ids)) if self.shuffle
-             else np.arange(len(self.ids)))
-    return order[position * self.batch_size:(position + 1) * self.batch_size]
-
-  def _batch(self, epoch: int, position: int) -> dict[str, np.ndarray]:
-    rows = self._rows(epoch, position)
-    ids, segments, positions = self.ids[rows], self.segments[rows], self.positions[rows]
-    if len(rows) < self.batch_size:  # evaluation's last batch: empty rows, nothing to predict
-      pad = ((0, self.batch_size - len(rows)), (0, 0))
-      ids, segments, positions = np.pad(ids, pad), np.pad(segments, pad), np.pad(positions, pad)
-    rng = np.random.default_rng((self.seed, epoch, position, 0x6d6c6d))
-    batch = {"segment_ids": segments, "positions": positions,
-             **mask_rows(ids, segments, rng, **self.masking)}
-    return {key: value[self.shard_index::self.num_shards] for key, value in batch.items()}
-
-  def iterate_epoch(self, epoch: int = 0) -> Iterator[dict[str, np.ndarray]]:
-    for position in range(self.num_batches(epoch)):
-      yield self._batch(epoch, position)
-
-  def __iter__(self):
-    return self
-
-  def __next__(self) -> dict[str, np.ndarray]:
-    if not self.num_batches():
-      raise RuntimeError("no batch: fewer rows than one batch")
-    batch = self._batch(self._epoch, self._position)
-    self._position += 1
-    if self._position == self.num_batches():
-      self._epoch, self._position = self._epoch + 1, 0
-    return batch
-
-  def state(self) -> dict[str, Any]:
-    return {"version": 1, "seed": self.seed, "epoch": self._epoch, "position": self._position,
-            "fingerprint": self._fingerprint}
-
-  def restore(self, state: dict[str, Any]) -> None:
-    if not isinstance(state, dict) or state.get("fingerprint") != self._fingerprint or state.get("seed") != self.seed:
-      raise ValueError("state was saved by an MLM batcher with other rows, seed or settings (fingerprint mismatch)")
-    if not 0 <= int(state["position"]) < max(self.num_batches(), 1):
-      raise ValueError(f"state position {state['position']} is past the {self.num_batches()} batches of an epoch")
-    self._epoch, self._position = int(state["epoch"]), int(state["position"])
+  return RowBatcher({"ids": ids, "segment_ids": segments, "positions": positions}, batch_size=batch_size, make=make,
+                    seed=seed, shuffle=shuffle, num_shards=num_shards, shard_index=shard_index,
+                    batch_multiple=batch_multiple, settings=sorted(masking.items()))
 
 
 # --------------------------------------------------------------------------------------------- the task

@@ -95,13 +95,18 @@ TASKS: dict[str, TaskSpec] = {
     "wikipedia_mlm": TaskSpec("mlm", "mlm_jsonl", {"path": "enwiki_2015_AA.jsonl.gz",
                                                    "heldout": {"validation": 0.005, "test": 0.005}},
                               {}, ("mlm_accuracy",), ("mlm_accuracy",)),
+    # the same Wikipedia file for language modelling (bits per byte), with the same held-out articles
+    "wikipedia_lm": TaskSpec("lm", "lm_jsonl", {"path": "enwiki_2015_AA.jsonl.gz",
+                                                "heldout": {"validation": 0.005, "test": 0.005}},
+                             {}, ("bits_per_byte",), ("bits_per_byte",)),
     "squad_v1_dev_by_article": TaskSpec("extractive_qa", "squad_json",
                                         {"path": "dev-v1.1.json.gz", "heldout": {"validation": 0.1, "test": 0.1}},
                                         {}, ("exact_match", "f1"), ("exact_match", "f1")),
 }
 
 
-_HEADLINE = {"translation": "bleu", "summarization": "rougeL", "extractive_qa": "f1", "mlm": "mlm_accuracy"}  # ranks "best" checkpoints
+_HEADLINE = {"translation": "bleu", "summarization": "rougeL", "extractive_qa": "f1", "mlm": "mlm_accuracy",
+             "lm": "bits_per_byte"}  # ranks "best" checkpoints
 
 
 def use_task(config, name: str) -> None:
@@ -128,6 +133,7 @@ def use_task(config, name: str) -> None:
   if spec.language is not None:
     config.eval.meteor_language = spec.language
   config.train.best_metric = _HEADLINE[spec.kind]
+  config.train.best_mode = "min" if spec.kind == "lm" else "max"  # bits per byte: lower is better
   if spec.kind == "extractive_qa":
     config.train.label_smoothing = 0.0  # the span loss has none
 
@@ -325,13 +331,18 @@ def encode_questions(questions, vocab, *, max_context_len: int, max_question_len
                                max_question_tokens=max_question_len, drop_unreachable=train)
 
 
+def _lm(data_cfg, workdir: str):
+  from attnjax.data.lm import LmTaskData  # pylint: disable=g-import-not-at-top
+  return LmTaskData(data_cfg, workdir)
+
+
 def _mlm(data_cfg, workdir: str):
   from attnjax.data.mlm import MlmTaskData  # pylint: disable=g-import-not-at-top
   return MlmTaskData(data_cfg, workdir)
 
 
 SOURCES = {"synthetic": _synthetic, **{name: _text for name in TEXT_SOURCES},
-           **{name: _qa for name in squad.QA_SOURCES}, "mlm_jsonl": _mlm}
+           **{name: _qa for name in squad.QA_SOURCES}, "mlm_jsonl": _mlm, "lm_jsonl": _lm}
 
 
 def load_task(data_cfg, workdir: str) -> TaskData | SpanTaskData:
@@ -359,6 +370,8 @@ def load_vocabularies(data_cfg, workdir: str) -> Vocabularies:
     vocab = CharVocab.load(path)
     return Vocabularies(vocab, vocab)
   size, model_type = int(data_cfg.get("vocab_size", 8000)), data_cfg.get("spm_model_type", "unigram")
+  if data_cfg.source == "lm_jsonl":
+    return Vocabularies(*(2 * [load_or_train(workdir, "spm", _missing_vocab(workdir), size, model_type=model_type)]))
   if data_cfg.source == "mlm_jsonl" or (data_cfg.source in squad.QA_SOURCES and data_cfg.get("vocab_file")):
     if not fs.exists(fs.join(workdir, WORDPIECE_FILE)):
       _missing_vocab(workdir)()

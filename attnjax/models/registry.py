@@ -12,14 +12,15 @@ import jax.numpy as jnp
 
 from attnjax.models.bert import BertMaskedLM
 from attnjax.models.convs2s import ConvS2S
+from attnjax.models.lm import DecoderLM
 from attnjax.models.rnn_seq2seq import RNNSeq2Seq
 from attnjax.models.span_qa import SpanQA
 from attnjax.models.transformer import PRESETS, Transformer
 
 MODELS = {"transformer": Transformer, "rnn_seq2seq": RNNSeq2Seq, "convs2s": ConvS2S, "span_qa": SpanQA,
-          "bert_mlm": BertMaskedLM}
+          "bert_mlm": BertMaskedLM, "decoder_lm": DecoderLM}
 SPAN_MODELS = ("span_qa",)  # extractive: they score spans of the input rather than generate
-ONE_VOCABULARY_MODELS = SPAN_MODELS + ("bert_mlm",)  # built with vocab_size (one vocabulary), not src/tgt
+ONE_VOCABULARY_MODELS = SPAN_MODELS + ("bert_mlm", "decoder_lm")  # built with vocab_size (one vocabulary), not src/tgt
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 _FILLED_IN = ("src_vocab_size", "tgt_vocab_size", "vocab_size")  # from the data, never from the config
 

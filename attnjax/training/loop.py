@@ -167,14 +167,14 @@ class Experiment:
     common = dict(batch_size=d.batch_size, max_tokens=d.max_tokens, num_shards=jax.process_count(),
                   shard_index=jax.process_index(),
                   batch_multiple=int(np.lcm(dp, jax.process_count()) * config.train.grad_accum_steps))
-    if self.task.kind == "mlm":
+    if self.task.kind in ("mlm", "lm"):
       self.train_batches = self.task.batcher("train", shuffle=True, seed=config.seed, batch_size=d.batch_size,
                                              num_shards=common["num_shards"], shard_index=common["shard_index"],
                                              batch_multiple=common["batch_multiple"])
       self.eval_batches = self.task.batcher(config.eval.split, shuffle=False, seed=0, batch_size=d.batch_size,
                                             num_shards=common["num_shards"], shard_index=common["shard_index"],
                                             batch_multiple=common["batch_multiple"])
-      return dict(loss_fn=steps.mlm_loss_stats), None
+      return dict(loss_fn=steps.mlm_loss_stats if self.task.kind == "mlm" else steps.lm_loss_stats), None
     if self.task.kind == "span":
       common.update(max_question_len=self.task.max_question_len, max_context_len=self.task.max_context_len)
       self.train_batches = SpanBatcher(self.task.examples("train", train=True), bucket_boundaries=d.bucket_boundaries,
@@ -216,6 +216,12 @@ class Experiment:
   def predict(self, split: str, *, limit: int | None) -> scoring.Predictions:
     """Predictions and scores on the first ``limit`` examples (all: None) of ``split``, sharded over the devices."""
     cfg = self.config
+    if self.task.kind == "lm":  # every row of the split: loss per token and bits per byte
+      batches = self.task.batcher(split, shuffle=False, seed=0, batch_size=cfg.data.batch_size,
+                                  num_shards=jax.process_count(), shard_index=jax.process_index())
+      values = validation_loss(self.eval_step, self.state.params, batches.iterate_epoch(0), self.mesh, self.rules,
+                               return_totals=True)
+      return scoring.Predictions(scores=scoring.lm_scores(values, self.task.bytes[split]), signatures={})
     if self.task.kind == "mlm":  # every row of the split, masked as at every evaluation: MLM loss and accuracy
       batches = self.eval_batches if split == cfg.eval.split else self.task.batcher(
           split, shuffle=False, seed=0, batch_size=cfg.data.batch_size, num_shards=jax.process_count(),
@@ -243,14 +249,16 @@ class Experiment:
                                     meteor_language=self.meteor_language)
 
 
-def validation_loss(eval_step, params, batches, mesh, rules) -> dict[str, float]:
+def validation_loss(eval_step, params, batches, mesh, rules, *, return_totals: bool = False) -> dict[str, float]:
   """Loss and NLL over ``batches`` (host-local numpy batches), weighted by the step's ``ntokens``: per target token for
-  seq2seq, per question for extractive QA."""
+  seq2seq, per question for extractive QA (``return_totals``: the sums themselves)."""
   totals = {"loss_sum": 0.0, "nll_sum": 0.0, "ntokens": 0.0}
   for batch in batches:
     out = jax.device_get(eval_step(params, steps.global_batch(batch, mesh, rules)))
     for key in out:
       totals[key] = totals.get(key, 0.0) + float(out[key])
+  if return_totals:
+    return totals
   n = max(totals["ntokens"], 1.0)
   values = {"loss": totals["loss_sum"] / n, "nll": totals["nll_sum"] / n}
   if "correct_sum" in totals:  # masked-LM accuracy, with the number of predictions it is over
@@ -274,6 +282,8 @@ def _tokens(batch) -> float:
   """The tokens a batch trains on: target tokens (seq2seq), question + context tokens (extractive QA)."""
   if "tgt_mask" in batch:
     return float(batch["tgt_mask"].sum())
+  if "weights" in batch and "targets" in batch:  # language model: the predicted tokens
+    return float(batch["weights"].sum())
   if "segment_ids" in batch:  # masked LM: every real token of the packed rows is read
     return float((batch["segment_ids"] > 0).sum())
   return float(batch["question_mask"].sum() + batch["context_mask"].sum())

@@ -21,6 +21,7 @@ import functools
 
 from attnjax.data.pipeline import HOST_ONLY_KEYS
 from attnjax.models.bert import mlm_statistics
+from attnjax.models.lm import lm_statistics
 from attnjax.models.span_qa import span_nll
 from attnjax.runtime import partitioning
 from attnjax.training.losses import smoothed_cross_entropy
@@ -67,6 +68,14 @@ def mlm_loss_stats(model, params, batch, rng, deterministic):
   logits = model.apply({"params": params}, batch["input_ids"], batch["segment_ids"], batch["positions"],
                        batch["mlm_positions"], deterministic=deterministic, rngs=rngs)  # [B, P, V]
   return mlm_statistics(logits, batch["mlm_ids"], batch["mlm_weights"])
+
+
+def lm_loss_stats(model, params, batch, rng, deterministic):
+  """The language model's next-token cross-entropy over the weighted targets of packed rows."""
+  rngs = None if deterministic else {"dropout": rng}
+  logits = model.apply({"params": params}, batch["inputs"], batch["segment_ids"], batch["positions"],
+                       deterministic=deterministic, rngs=rngs)
+  return lm_statistics(logits, batch["targets"], batch["weights"])
 
 
 def batch_shardings(keys_and_ndims, mesh, rules):
