@@ -57,6 +57,9 @@ MEAN_POOL = "tests/transfer/test_bert.py::test_mean_pooling_averages_the_real_to
 MLM_MASKING = "tests/data/test_mlm.py::test_masking_chooses_15_percent_of_the_real_tokens_and_replaces_them_80_10_10"
 MLM_HEAD = "tests/training/test_mlm_training.py::test_the_mlm_head_is_tied_to_the_input_embeddings_and_equals_its_formula"
 MLM_LOSS = "tests/training/test_mlm_training.py::test_the_loss_is_the_cross_entropy_at_the_masked_positions_only"
+LM_TESTS = "tests/models/test_decoder_lm.py"
+TOP_P = "tests/test_generation.py::test_top_p_samples_from_the_smallest_set_that_reaches_p"
+TOP_K = "tests/test_generation.py::test_top_k_never_samples_outside_the_k_and_follows_the_renormalised_softmax"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,6 +276,31 @@ MUTANTS = (
            "logits = nn.Dense(self.vocab_size, use_bias=False, name=\"decoder\")(h)",
            (MLM_HEAD,),
            "BERT: the MLM output matrix is the input embedding matrix (tied)"),
+    Mutant("lm-causal-mask", "attnjax/models/lm.py",
+           "x, lambda h: self.self_attention(h, segment_ids=segments, is_causal=cache is None, kv_cache=cache,",
+           "x, lambda h: self.self_attention(h, segment_ids=segments, is_causal=False, kv_cache=cache,",
+           (f"{LM_TESTS}::test_no_position_sees_its_future",),
+           "a language model's token t attends positions <= t only"),
+    Mutant("lm-packing-isolation", "attnjax/models/lm.py",
+           "segments = None if segment_ids is None else (segment_ids, segment_ids)",
+           "segments = None",
+           (f"{LM_TESTS}::test_packed_documents_are_each_scored_as_if_alone",),
+           "packed documents attend only within themselves"),
+    Mutant("lm-tied-output", "attnjax/models/lm.py",
+           "logits = self.embed.attend(self.final_norm(x))",
+           "logits = self.final_norm(x) @ jax.random.normal(jax.random.PRNGKey(0), (self.d_model, self.vocab_size))",
+           (f"{LM_TESTS}::test_the_output_matrix_is_the_embedding_matrix",),
+           "GPT-2: the output projection is the transposed input embedding"),
+    Mutant("top-p-smallest-set", "attnjax/generation.py",
+           "keep_sorted = before < top_p",
+           "keep_sorted = before + probs < top_p",
+           (TOP_P,),
+           "nucleus sampling: the smallest set of most probable tokens whose mass reaches p"),
+    Mutant("top-k-threshold", "attnjax/generation.py",
+           "kth = jax.lax.top_k(logits, top_k)[0][..., -1:]",
+           "kth = jax.lax.top_k(logits, top_k + 1)[0][..., -1:]",
+           (TOP_K,),
+           "top-k sampling: only the k most probable tokens"),
 )
 
 

@@ -1,0 +1,97 @@
+"""Generation from a decoder-only LM: sampling's distributional properties on fixed logits (top-k never leaves the
+k, top-p's support is the smallest set reaching p, the frequencies are the renormalised softmax, temperature -> 0 is
+greedy), and the jit-compiled loop over the cache against step-by-step teacher forcing."""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from attnjax import generation
+from attnjax.models.lm import DecoderLM
+from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID
+
+LOGITS = jnp.asarray([0.0, 0.0, 0.0, 2.0, 1.5, 1.4, 0.3, -1.0, 0.9, 2.2, -0.5, 0.1])  # PAD, BOS, EOS, then words
+N = 20_000
+
+
+def _draws(**kwargs):
+  keys = jax.random.split(jax.random.PRNGKey(0), N)
+  one = lambda key: generation.next_token(LOGITS[None], key, **kwargs)[0]  # noqa: E731
+  return np.asarray(jax.vmap(one)(keys))
+
+
+def _allowed_softmax(allowed, temperature=1.0):
+  logits = np.asarray(LOGITS, np.float64) / temperature
+  p = np.where(allowed, np.exp(logits - logits.max()), 0.0)
+  return p / p.sum()
+
+
+def test_top_k_never_samples_outside_the_k_and_follows_the_renormalised_softmax():
+  draws = _draws(temperature=1.0, top_k=3, top_p=1.0)
+  top3 = {9, 3, 4}  # the three largest logits (PAD and BOS are never sampled)
+  assert set(np.unique(draws)) == top3
+  expected = _allowed_softmax(np.isin(np.arange(12), list(top3)))
+  frequencies = np.bincount(draws, minlength=12) / N
+  np.testing.assert_allclose(frequencies, expected, atol=0.015)
+
+
+def test_top_p_samples_from_the_smallest_set_that_reaches_p():
+  probs = _allowed_softmax((np.arange(12) != PAD_ID) & (np.arange(12) != BOS_ID))  # PAD, BOS never; EOS may be
+  order = np.argsort(-probs)
+  cumulative = np.cumsum(probs[order])
+  size = int(np.searchsorted(cumulative, 0.7) + 1)  # the smallest prefix with mass >= 0.7
+  support = set(order[:size].tolist())
+  draws = _draws(temperature=1.0, top_k=0, top_p=0.7)
+  assert set(np.unique(draws)) == support
+  expected = _allowed_softmax(np.isin(np.arange(12), list(support)))
+  np.testing.assert_allclose(np.bincount(draws, minlength=12) / N, expected, atol=0.015)
+
+
+def test_temperature_scales_the_distribution_and_tends_to_greedy():
+  draws = _draws(temperature=0.5, top_k=0, top_p=1.0)
+  expected = _allowed_softmax((np.arange(12) != PAD_ID) & (np.arange(12) != BOS_ID), temperature=0.5)
+  np.testing.assert_allclose(np.bincount(draws, minlength=12) / N, expected, atol=0.015)
+  assert np.all(_draws(temperature=1e-4, top_k=0, top_p=1.0) == 9)  # the argmax
+  assert np.all(_draws(temperature=0.0, top_k=0, top_p=1.0) == 9)
+
+
+def _tiny_lm(scale=4.0):
+  model = DecoderLM(vocab_size=24, num_layers=2, d_model=16, num_heads=2, d_ff=32, dropout_rate=0.0,
+                    max_length=64, implementation="xla")
+  prompt = jnp.asarray([[BOS_ID, 5, 6, 7]] * 3, jnp.int32)
+  params = nn.meta.unbox(model.init(jax.random.PRNGKey(0), prompt)["params"])
+  params = jax.tree_util.tree_map(lambda p: p * scale, params)  # sharper distributions: EOS and repeats happen
+  return model, params, prompt
+
+
+def test_greedy_generation_over_the_cache_equals_the_argmax_of_teacher_forcing_step_by_step():
+  model, params, prompt = _tiny_lm()
+  out = np.asarray(generation.generate(model, params, prompt, jax.random.PRNGKey(0), max_new_tokens=10,
+                                       temperature=0.0, vocab_size=20))
+  sequence = list(np.asarray(prompt[0]))
+  expected = []
+  for _ in range(10):
+    logits = np.array(model.apply({"params": params}, jnp.asarray([sequence], jnp.int32)))[0, -1]
+    logits[[PAD_ID, BOS_ID]] = -np.inf
+    logits[20:] = -np.inf
+    token = int(np.argmax(logits))
+    expected.append(token)
+    if token == EOS_ID:
+      break
+    sequence.append(token)
+  expected += [PAD_ID] * (10 - len(expected))
+  assert out.tolist() == [expected] * 3
+
+
+def test_sampling_is_reproducible_from_its_seed_and_stops_at_eos():
+  model, params, prompt = _tiny_lm(scale=1.5)
+  kwargs = dict(max_new_tokens=16, temperature=1.0, top_k=8, top_p=0.95, vocab_size=20)
+  a = np.asarray(generation.generate(model, params, prompt, jax.random.PRNGKey(1), **kwargs))
+  b = np.asarray(generation.generate(model, params, prompt, jax.random.PRNGKey(1), **kwargs))
+  c = np.asarray(generation.generate(model, params, prompt, jax.random.PRNGKey(2), **kwargs))
+  assert np.array_equal(a, b) and not np.array_equal(a, c)
+  assert not np.any(np.isin(a, [BOS_ID])) and a.max() < 20
+  for row in a:
+    if EOS_ID in row.tolist():
+      assert np.all(row[row.tolist().index(EOS_ID) + 1:] == PAD_ID)
