@@ -13,14 +13,18 @@ def test_every_registered_task_gives_a_valid_config(name):
   spec = TASKS[name]
   config = config_lib.base_config()
   use_task(config, name)
-  if spec.kind == "extractive_qa":
-    config.model = ml_collections.ConfigDict(dict(name="span_qa"))
-    config.train.best_metric = "f1"
+  # the model a task of each kind goes with (the config's default is the encoder-decoder Transformer)
+  model = {"extractive_qa": "span_qa", "mlm": "bert_mlm", "lm": "decoder_lm"}.get(spec.kind)
+  if model:
+    config.model = ml_collections.ConfigDict(dict(name=model))
+  if spec.kind in ("mlm", "lm"):
+    config.data.batch_size, config.data.max_tokens = 8, None  # rows of a fixed length
   config_lib.validate(config)
   assert config.data.source == spec.source and config.data.task == name
   plain = lambda v: v.to_dict() if isinstance(v, ml_collections.ConfigDict) else v
   assert all(plain(config.data[key]) == value for key, value in spec.fields.items())
-  allowed = config_lib.SPAN_METRICS if spec.kind == "extractive_qa" else config_lib.DECODING_METRICS
+  allowed = {"extractive_qa": config_lib.SPAN_METRICS, "mlm": config_lib.MLM_METRICS,
+             "lm": config_lib.LM_METRICS}.get(spec.kind, config_lib.DECODING_METRICS)
   assert set(config.eval.metrics) <= set(allowed)
   # the "best" checkpoint is ranked by a value the evaluation computes
   _check_best_metric(config.train.best_metric, config.eval.metrics)
@@ -77,5 +81,5 @@ def test_every_task_reporting_meteor_names_its_target_language():
     if name in expected:
       assert config_lib.meteor_language(config) == expected[name], name
     else:
-      assert spec.kind == "extractive_qa" and "meteor" not in spec.reported, name
+      assert spec.kind in ("extractive_qa", "mlm", "lm") and "meteor" not in spec.reported, name
   assert {name for name, spec in TASKS.items() if "meteor" in spec.reported} <= set(expected)
