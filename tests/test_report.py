@@ -580,3 +580,28 @@ def test_a_run_without_config_is_placed_from_the_config_its_experiment_file_buil
   assert pending["label"] == "LSTM + Luong (dot)" and pending["state"] == "pending"
   gone = report.read_run(tmp_path / "gone", tmp_path)
   assert (gone["task"], gone["model"], gone["kind"]) == (None, None, None)
+
+
+def test_pre_training_language_modelling_and_fine_tuned_readers_get_their_own_tables_and_labels(tmp_path):
+  runs = tmp_path / "runs"
+  bert = {"name": "span_qa", "encoder": "bert", "d_model": 384}
+  _run(runs / "wikipedia" / "bert_mlm", config=_config("wikipedia_mlm", {"name": "bert_mlm"}, "cpu"),
+       metrics={"step": 900, "steps": [900], "examples": 50, "mlm_accuracy": 0.4321, "mlm_loss": 3.2109})
+  _run(runs / "wikipedia" / "lm", config=_config("wikipedia_lm", {"name": "decoder_lm"}, "cpu"),
+       metrics={"step": 700, "steps": [700], "examples": 40, "bits_per_byte": 1.2345, "lm_loss": 3.4567})
+  for name, source in (("scratch", None), ("minilm", ".cache/all-MiniLM-L6-v2"),
+                       ("mlm", "runs/transfer/wikipedia/bert_mlm/single/default")):
+    config = _config("squad_v1_dev_by_article", bert, "cpu")
+    if source:
+      config["train"]["init_encoder_from"] = source
+    _run(runs / "readers" / name, config=config,
+         metrics={"step": 600, "steps": [600], "examples": 1330, "exact_match": 40.0 + len(name), "f1": 50.0})
+  text = report.write_report([runs], tmp_path / "out")
+  rows = {row["model"]: row for row in table_rows(text, "## Masked-LM pre-training")}
+  assert rows["BERT (masked LM)"]["wikipedia_mlm MLM accuracy"] == "0.43"
+  rows = {row["model"]: row for row in table_rows(text, "## Language modelling")}
+  assert rows["Decoder-only LM"]["wikipedia_lm bits/byte"] == "1.23"
+  readers = {row["model"]: row for row in table_rows(text, "## Question answering")}
+  assert readers["BERT reader"]["squad_v1_dev_by_article EM"] == "47.00"
+  assert readers["BERT reader (from all-MiniLM-L6-v2)"]["squad_v1_dev_by_article EM"] == "46.00"
+  assert readers["BERT reader (from wikipedia/bert_mlm)"]["squad_v1_dev_by_article EM"] == "43.00"

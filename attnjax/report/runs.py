@@ -53,16 +53,22 @@ SEED_REPORTED: dict[tuple[str, str], dict[str, float]] = {
 # Tasks that are a subset of a published test set: the published numbers beside them are the full set's
 SUBSET_TASKS = ("cnn_dailymail_subset",)
 
-KINDS = ("translation", "summarization", "extractive_qa")
-KIND_TITLES = {"translation": "Translation", "summarization": "Summarization", "extractive_qa": "Question answering"}
+KINDS = ("translation", "summarization", "extractive_qa", "mlm", "lm")
+KIND_TITLES = {"translation": "Translation", "summarization": "Summarization", "extractive_qa": "Question answering",
+               "mlm": "Masked-LM pre-training", "lm": "Language modelling"}
 KIND_METRICS = {"translation": ("bleu", "meteor", "ter", "chrf"),
                 "summarization": ("rouge1", "rouge2", "rougeL", "rougeLsum"),
-                "extractive_qa": ("exact_match", "f1")}
-HEADLINE = {"translation": "bleu", "summarization": "rougeL", "extractive_qa": "f1"}
+                "extractive_qa": ("exact_match", "f1"),
+                "mlm": ("mlm_accuracy", "mlm_loss"),
+                "lm": ("bits_per_byte", "lm_loss")}
+HEADLINE = {"translation": "bleu", "summarization": "rougeL", "extractive_qa": "f1", "mlm": "mlm_accuracy",
+            "lm": "bits_per_byte"}
 # The synthetic tasks have one right answer per example: their sweeps and plots rank by exact match, not BLEU.
 TASK_HEADLINE = {"dates": "exact_match", "reverse": "exact_match"}
 METRIC_TITLES = {"bleu": "BLEU", "meteor": "METEOR", "ter": "TER", "chrf": "chrF", "rouge1": "ROUGE-1",
-                 "rouge2": "ROUGE-2", "rougeL": "ROUGE-L", "rougeLsum": "ROUGE-Lsum", "exact_match": "EM", "f1": "F1"}
+                 "rouge2": "ROUGE-2", "rougeL": "ROUGE-L", "rougeLsum": "ROUGE-Lsum", "exact_match": "EM", "f1": "F1",
+                 "mlm_accuracy": "MLM accuracy", "mlm_loss": "MLM loss", "bits_per_byte": "bits/byte",
+                 "lm_loss": "loss/token"}
 # Registered tasks (attnjax.data.tasks.TASKS) and the synthetic ones, in the tables' column order; the synthetic
 # seq2seq tasks are scored like translation.
 TASK_KINDS = {
@@ -71,6 +77,7 @@ TASK_KINDS = {
     "dates": "translation", "reverse": "translation",
     "cnn_dailymail": "summarization", "cnn_dailymail_subset": "summarization", "xsum": "summarization",
     "squad_v1": "extractive_qa", "squad_v1_dev_by_article": "extractive_qa", "squad_v2": "extractive_qa",
+    "wikipedia_mlm": "mlm", "wikipedia_lm": "lm",
 }
 LABEL_ORDER = ("Lead-3", "LSTM seq2seq", "LSTM + Bahdanau", "LSTM + Bahdanau + pointer-generator",
                "LSTM + Bahdanau + pointer-generator + coverage", "LSTM + Luong (dot)", "LSTM + Luong (general)",
@@ -164,8 +171,31 @@ def model_label(model: dict) -> str:
     return "ConvS2S"
   if name == "span_qa":
     encoder = model.get("encoder")
-    return {"bilstm": "BiLSTM reader", "transformer": "Transformer reader"}.get(encoder, f"{encoder} reader")
+    return {"bilstm": "BiLSTM reader", "transformer": "Transformer reader", "bert": "BERT reader"}.get(
+        encoder, f"{encoder} reader")
+  if name == "bert_mlm":
+    return "BERT (masked LM)"
+  if name == "decoder_lm":
+    return "Decoder-only LM"
   return str(name) if name else "unknown model"
+
+
+def init_label(source: str) -> str:
+  """A short name for a pre-trained encoder's source (``train.init_encoder_from``): a checkpoint directory's name
+  (``all-MiniLM-L6-v2``), or for a launcher's workdir ``<root>/<task>/<experiment>/<sweep>/<point>`` the
+  experiment (``wikipedia/bert_mlm``)."""
+  parts = [p for p in str(source).rstrip("/").split("/") if p not in ("", ".")]
+  if len(parts) >= 4 and parts[-2] == "single" and parts[-1] == "default":
+    return "/".join(parts[-4:-2])
+  return parts[-1] if parts else str(source)
+
+
+def _label(model: dict | None, config: dict) -> str | None:
+  """The row label: the model's, and for a fine-tuned encoder where its weights came from."""
+  if not model:
+    return None
+  source = (config.get("train") or {}).get("init_encoder_from")
+  return model_label(model) + (f" (from {init_label(source)})" if source else "")
 
 
 def _parse_value(text: str):
@@ -301,7 +331,7 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
                                           "commit", "start", "end")},
       "seed": config.get("seed", launch.get("seed")),
       "status": status, "returncode": launch.get("returncode"), "wall_seconds": launch.get("wall_seconds"),
-      "task": task, "kind": kind, "model": model, "label": model_label(model) if model else None,
+      "task": task, "kind": kind, "model": model, "label": _label(model, config),
       "headline": TASK_HEADLINE.get(task, HEADLINE.get(kind)),
       "split": split, "metrics_file": metrics_path.name if metrics_path is not None else None,
       "step": (metrics or {}).get("step"), "steps": (metrics or {}).get("steps"),
