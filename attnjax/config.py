@@ -133,7 +133,10 @@ def base_config() -> ml_collections.ConfigDict:
       max_len_b=10,
       min_len=0,  # EOS banned before this many generated tokens (summarization: See et al. 2017 decode >= 35)
       no_repeat_ngram_size=0,  # no n-gram of this size twice in an output (3: trigram blocking); 0 = off
-      num_decode_examples=500,  # decoded during training (all of the split in attnjax.evaluate)
+      num_decode_examples=500,
+      # language models: evaluate on rows of this many tokens (0: the training rows' data.seq_len); longer rows
+      # measure position extrapolation, with the loss reported per range of positions
+      seq_len=0,  # decoded during training (all of the split in attnjax.evaluate)
       # metrics to compute; () = the task's own (translation: bleu, chrf, ter; summarization: rouge; QA: exact_match,
       # f1). "meteor" is opt-in (pip install 'attnjax[meteor]').
       metrics=(),

@@ -225,6 +225,10 @@ def _evaluate_rows(workdir, config, split, checkpoint, average_last, limit) -> d
   """A (masked) language model on every packed row of ``split`` (the first ``limit`` rows): masked-LM loss and
   accuracy, each row masked as at every evaluation; or loss per token and bits per byte."""
   from attnjax.data import tasks as task_lib  # pylint: disable=g-import-not-at-top
+  trained = int(config.data.get("seq_len", 0) or 0)
+  if config.data.source == "lm_jsonl" and config.eval.get("seq_len"):
+    with config.data.unlocked():
+      config.data.seq_len = int(config.eval.seq_len)
   task = task_lib.load_task(config.data, workdir)
   rows = task.rows(split)
   if limit:  # pylint: disable=protected-access
@@ -237,9 +241,11 @@ def _evaluate_rows(workdir, config, split, checkpoint, average_last, limit) -> d
     apply = lambda p, b: mlm_statistics(model.apply({"params": p}, b["input_ids"], b["segment_ids"], b["positions"],
                                                     b["mlm_positions"]), b["mlm_ids"], b["mlm_weights"])  # noqa: E731
   else:
-    from attnjax.models.lm import lm_statistics  # pylint: disable=g-import-not-at-top
-    apply = lambda p, b: lm_statistics(model.apply({"params": p}, b["inputs"], b["segment_ids"], b["positions"]),
-                                       b["targets"], b["weights"])  # noqa: E731
+    edges = _position_edges(trained, task.seq_len)
+
+    def apply(p, b):
+      logits = model.apply({"params": p}, b["inputs"], b["segment_ids"], b["positions"])
+      return _lm_statistics_by_position(logits, b, edges)
   statistics = jax.jit(apply)
   totals: dict[str, float] = {}
   batch_size = int(config.data.batch_size or config.eval.batch_size)
@@ -254,7 +260,10 @@ def _evaluate_rows(workdir, config, split, checkpoint, average_last, limit) -> d
     result.update(mlm_loss=totals.get("loss_sum", 0.0) / n, mlm_accuracy=totals.get("correct_sum", 0.0) / n,
                   mlm_predictions=totals.get("ntokens", 0.0))
   else:
-    result.update(lm_scores(totals, task.bytes[split]))
+    result.update(lm_scores(totals, task.bytes[split]), seq_len=task.seq_len, trained_seq_len=trained)
+    result["loss_by_position"] = {
+        f"{lo}-{hi}": totals[f"nll_{lo}"] / totals[f"n_{lo}"] for lo, hi in zip(edges[:-1], edges[1:])
+        if totals.get(f"n_{lo}")}
   _write_metrics(workdir, split, result)
   return result
 
@@ -266,3 +275,28 @@ def lm_scores(totals: dict[str, float], num_bytes: int) -> dict[str, float]:
   return {"lm_loss": totals.get("nll_sum", 0.0) / n,
           "bits_per_byte": totals.get("nll_sum", 0.0) / math.log(2) / max(num_bytes, 1),
           "lm_tokens": totals.get("ntokens", 0.0)}
+
+
+def _position_edges(trained: int, length: int) -> list[int]:
+  """Ranges of positions for the loss of a language model evaluated on rows of ``length`` after training on rows of
+  ``trained``: [0, trained), then doubling (trained, 2·trained), (2·trained, 4·trained)... up to ``length``."""
+  edges = [0, max(trained, 1)] if trained else [0]
+  while edges[-1] < length:
+    edges.append(min(2 * edges[-1] if edges[-1] else length, length))
+  return edges
+
+
+def _lm_statistics_by_position(logits, batch, edges):
+  """:func:`attnjax.models.lm.lm_statistics` of a batch, plus the NLL sum and count of the targets whose input lies
+  in each range of positions of ``edges`` (``nll_<lo>``, ``n_<lo>``)."""
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from attnjax.models.lm import lm_statistics  # pylint: disable=g-import-not-at-top
+  stats = lm_statistics(logits, batch["targets"], batch["weights"])
+  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+  nll = -jnp.take_along_axis(log_probs, batch["targets"][..., None], axis=-1)[..., 0]
+  weights = batch["weights"].astype(jnp.float32)
+  for lo, hi in zip(edges[:-1], edges[1:]):
+    inside = weights * ((batch["positions"] >= lo) & (batch["positions"] < hi))
+    stats[f"nll_{lo}"] = jnp.sum(nll * inside)
+    stats[f"n_{lo}"] = jnp.sum(inside)
+  return stats

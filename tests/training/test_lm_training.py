@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from attnjax.data.lm import stream_rows
 from attnjax.data.mlm import read_articles, split_articles
 from attnjax.scoring import evaluate_checkpoint
 from attnjax.training.loop import train_and_evaluate
@@ -28,3 +29,12 @@ def test_a_tiny_lm_trains_and_is_scored_in_bits_per_byte_of_its_held_out_text(tm
   uniform = math.log2(vocab.size) * tokens / num_bytes  # a model that learned nothing
   assert scored["bits_per_byte"] < 0.6 * uniform, (scored, uniform)
   assert np.isfinite(result["bits_per_byte"])
+  # rows twice as long as in training: the same tokens, their loss split by how far each input is from its row's or
+  # document's start (position extrapolation)
+  longer = evaluate_checkpoint(str(tmp_path / "run"), split="test", eval_overrides={"seq_len": 64})
+  assert longer["lm_tokens"] == tokens and longer["trained_seq_len"] == 32 and longer["seq_len"] == 64
+  rows = stream_rows([vocab.encode(t) for t in texts], 64)
+  beyond = float(rows["weights"][rows["positions"] >= 32].sum())
+  assert set(longer["loss_by_position"]) == {"0-32", "32-64"} and beyond > 0
+  mean = ((tokens - beyond) * longer["loss_by_position"]["0-32"] + beyond * longer["loss_by_position"]["32-64"]) / tokens
+  assert mean == pytest.approx(longer["lm_loss"], rel=1e-6)
