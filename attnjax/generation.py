@@ -1,6 +1,7 @@
 """Text generation from a decoder-only language model (:class:`attnjax.models.lm.DecoderLM`): greedy decoding and
 sampling with temperature, top-k (Fan et al. 2018) and top-p / nucleus (Holtzman et al. 2020), one jit-compiled loop
-over the model's cache, reproducible from a seed.
+over the model's cache, reproducible from a seed; and beam search (:func:`beam`), the project's one beam search
+(:func:`attnjax.decoding.beam_search`) run over the language model.
 
 At each step the next token is drawn from softmax(logits / T) restricted to the k most probable tokens (``top_k``)
 and to the smallest set of most probable tokens whose probability reaches ``top_p`` (``top_p``), renormalised.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import functools
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
@@ -76,3 +78,44 @@ def generate(model, params, prompt, rng, *, max_new_tokens: int, temperature: fl
   out = jnp.full((b, max_new_tokens), PAD_ID, jnp.int32)
   out, _, _, _ = jax.lax.fori_loop(0, max_new_tokens, body, (out, logits, cache, jnp.zeros((b,), bool)))
   return out
+
+
+class _Continuation(nn.Module):
+  """A language model behind the encoder-decoder interface that beam search drives: the "source" is the prompt,
+  whose tokens but the last are prefilled into the cache, and the first decoder input is the prompt's last token."""
+  lm: nn.Module
+
+  def encode(self, src, src_mask=None):
+    return {"src_mask": jnp.ones(src.shape, bool), "prompt": src}
+
+  def init_cache(self, memory, max_length):
+    prompt = memory["prompt"]
+    cache = self.lm.init_cache(prompt.shape[0], prompt.shape[1] + max_length)
+    if prompt.shape[1] > 1:
+      _, cache = self.lm.decode(prompt[:, :-1], cache)
+    return cache
+
+  def decode(self, tgt_in, memory, cache=None, *, return_attention=False, deterministic=True):
+    del memory, return_attention
+    from attnjax.models.interface import DecoderOutput  # pylint: disable=g-import-not-at-top
+    logits, cache = self.lm.decode(tgt_in, cache, deterministic=deterministic)
+    return DecoderOutput(logits, cache, None)
+
+
+@functools.partial(jax.jit, static_argnames=("model", "max_new_tokens", "beam_size", "alpha", "n_best",
+                                             "vocab_size", "last"))
+def _beam(model, params, prompt, *, max_new_tokens, beam_size, alpha, n_best, vocab_size, last):
+  from attnjax import decoding  # pylint: disable=g-import-not-at-top
+  return decoding.beam_search(_Continuation(model), {"params": {"lm": params}}, prompt, beam_size=beam_size,
+                              alpha=alpha, max_len_a=0.0, max_len_b=max_new_tokens, n_best=n_best, bos_id=last,
+                              vocab_size=vocab_size)
+
+
+def beam(model, params, prompt, *, max_new_tokens: int, beam_size: int = 4, alpha: float = 0.6, n_best: int = 1,
+         vocab_size: int | None = None):
+  """Beam search continuations of one prompt ``[1, P]`` (BOS first): ``DecodeResult`` with ``tokens [1, n_best,
+  max_new_tokens]`` (EOS included, PAD after it), best first by the GNMT-normalised score."""
+  if prompt.shape[0] != 1:
+    raise ValueError(f"beam search continues one prompt at a time, got a batch of {prompt.shape[0]}")
+  return _beam(model, params, prompt, max_new_tokens=max_new_tokens, beam_size=beam_size, alpha=float(alpha),
+               n_best=n_best, vocab_size=vocab_size, last=int(prompt[0, -1]))

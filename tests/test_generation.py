@@ -6,6 +6,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from attnjax import generation
 from attnjax.models.lm import DecoderLM
@@ -95,3 +96,26 @@ def test_sampling_is_reproducible_from_its_seed_and_stops_at_eos():
   for row in a:
     if EOS_ID in row.tolist():
       assert np.all(row[row.tolist().index(EOS_ID) + 1:] == PAD_ID)
+
+
+def test_beam_search_over_the_lm_scores_its_best_continuation_as_teacher_forcing_does():
+  """A beam of 1 is greedy (up to the length limit, where beam search ends the hypothesis with EOS); a wider beam's
+  best hypothesis is no worse, and its score is the length-normalised log-probability of its tokens under the model
+  read with teacher forcing."""
+  model, params, prompt = _tiny_lm(scale=2.0)
+  one = np.asarray(generation.beam(model, params, prompt[:1], max_new_tokens=8, beam_size=1, alpha=0.0,
+                                   vocab_size=20).tokens[0, 0])
+  greedy = np.asarray(generation.generate(model, params, prompt[:1], jax.random.PRNGKey(0), max_new_tokens=8,
+                                          temperature=0.0, vocab_size=20))[0]
+  assert one[:7].tolist() == greedy[:7].tolist() and one[7] in (greedy[7], EOS_ID)
+  result = generation.beam(model, params, prompt[:1], max_new_tokens=8, beam_size=4, alpha=0.6, n_best=2,
+                           vocab_size=20)
+  tokens, length = np.asarray(result.tokens[0, 0]), int(result.lengths[0, 0])
+  sequence = np.concatenate([np.asarray(prompt[0]), tokens[:length]])[None].astype(np.int32)
+  logits = np.array(model.apply({"params": params}, jnp.asarray(sequence)))[0].astype(np.float64)
+  log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(
+      -1, keepdims=True)
+  p = prompt.shape[1]
+  logp = sum(log_probs[p - 1 + t, tokens[t]] for t in range(length))
+  assert float(result.scores[0, 0]) == pytest.approx(logp / ((5 + length) / 6) ** 0.6, rel=1e-4)
+  assert float(result.scores[0, 0]) >= float(result.scores[0, 1])
