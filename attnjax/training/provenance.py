@@ -8,7 +8,8 @@ pass and are recorded in ``config_history.jsonl``; changes to the run itself sto
 
 Which keys change the run is decided by two tuples of dotted key prefixes, :data:`RUN_CHANGING` and
 :data:`HARMLESS`: the longest prefix matching a key decides, and a key neither tuple covers changes the run (a new
-section or key is assumed to matter until someone says otherwise).
+section or key is assumed to matter until someone says otherwise). A key the saved config lacks and the new one
+leaves unset (None) is no difference: an optional setting added to the project since the run started.
 """
 
 from __future__ import annotations
@@ -161,6 +162,8 @@ def _walk(prefix: str, old: Any, new: Any, out: list[Difference]) -> None:
       return
   if (old is ABSENT) == (new is ABSENT) and _same(old, new):
     return
+  if old is ABSENT and new is None:
+    return  # an optional key the project added since the run started, left unset: the run is the same
   out.append(Difference(prefix, old, new, changes_run(prefix)))
 
 

@@ -127,6 +127,21 @@ def test_key_or_section_present_on_one_side_only():
   assert str(differences[0]) == "model.use_bias: <absent> -> false"
 
 
+def test_an_optional_key_added_since_the_run_started_and_left_unset_is_no_change(tmp_path):
+  """A workdir trained before a new optional key existed (here train.init_encoder_from) resumes: the key is absent
+  from its config.json and None in the new config. Set to a value, it is a change like any other."""
+  config = _config()
+  saved = _as_dict(config)
+  del saved["train"]["init_encoder_from"]
+  _save_dict = lambda d: fs.write_text(fs.join(str(tmp_path), provenance.CONFIG_FILE), json.dumps(d))  # noqa: E731
+  _save_dict(saved)
+  assert provenance.check_resume(str(tmp_path), config, allow_change=False) == []
+  with config.train.unlocked():
+    config.train.init_encoder_from = "elsewhere"
+  with pytest.raises(ValueError, match="train.init_encoder_from: <absent> -> \"elsewhere\""):
+    provenance.check_resume(str(tmp_path), config, allow_change=False)
+
+
 def test_a_flag_is_not_a_number():
   assert provenance.config_differences({"model": {"x": 1}}, {"model": {"x": True}})
   assert not provenance.config_differences({"train": {"learning_rate": 1}}, {"train": {"learning_rate": 1.0}})
