@@ -41,6 +41,10 @@ from attnjax import fs
 ITEMS = ("state", "data", "meta")
 
 
+class CheckpointRestoreError(RuntimeError):
+  """No checkpoint of a workdir can be restored into the run's state (see :meth:`Checkpointer.restore`)."""
+
+
 class CheckpointWriteError(RuntimeError):
   """Writing a checkpoint step failed; the step is not a checkpoint (the previous ones are intact)."""
 
@@ -172,9 +176,13 @@ class Checkpointer:
     """Restores ``step`` (default: the newest readable one) into ``abstract_state``'s shapes and shardings.
 
     Returns ``(state, data_state, step, meta)``, or None if there is no checkpoint. A damaged step is skipped with a
-    warning; if an explicitly requested step is damaged the error is raised.
+    warning in favour of an older one, and set aside once an older one is restored; if an explicitly requested step
+    is damaged the error is raised. If no step can be restored (the run's state no longer fits any of them: another
+    model or optimiser layout), nothing is set aside and :class:`CheckpointRestoreError` names the newest step and
+    why: training from scratch there would bury every checkpoint of the run.
     """
     candidates = [step] if step is not None else sorted(self.steps(), reverse=True)
+    unreadable: list[tuple[int, str]] = []
     for candidate in candidates:
       try:
         restored, error = self.manager.restore(candidate, args=ocp.args.Composite(
@@ -189,6 +197,8 @@ class Checkpointer:
       failed = _processes_that_failed(error is not None)
       if not failed:
         logging.info("checkpoint: restored step %d from %s", candidate, self.directory)
+        for bad, _ in unreadable:  # newer steps that could not be read: out of the way of the steps to come
+          self._set_aside(bad)
         return restored["state"], restored["data"], candidate, dict(restored["meta"] or {})
       reason = f"{type(error).__name__}: {_first_line(error)[:300]}" if error is not None else "see its log"
       if step is not None:
@@ -196,7 +206,13 @@ class Checkpointer:
                            f" (this one, {_process()}: {reason})") from error
       logging.warning("checkpoint: step %d in %s is unreadable on process(es) %s (here: %s); falling back to the "
                       "previous step", candidate, self.directory, failed, reason if error is not None else "read fine")
-      self._set_aside(candidate)
+      unreadable.append((candidate, reason))
+    if unreadable:
+      newest, reason = unreadable[0]
+      raise CheckpointRestoreError(
+          f"checkpoint: none of the {len(unreadable)} step(s) in {self.directory} can be restored into this run's "
+          f"state (newest, step {newest}: {reason}); they are left in place. Was the model or the optimiser changed "
+          "under this workdir? Resume with the code and config that wrote them, or start another --workdir.")
     return None
 
   def _set_aside(self, step: int) -> None:

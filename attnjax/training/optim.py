@@ -53,10 +53,12 @@ def make_optimizer(cfg, d_model: int | None = None):
     parts.append(optax.clip_by_global_norm(cfg.grad_clip_norm))
   name = cfg.get("optimizer", "adam")
   if name == "adam":
-    # weight decay on the matrices (kernels, embeddings) only, not on biases and LayerNorm scales (BERT's rule)
+    # weight decay on the matrices (kernels, embeddings) only, not on biases and LayerNorm scales (BERT's rule). The
+    # mask wraps the optimiser state: without weight decay there is none, so that the state (and every checkpoint
+    # of a run without weight decay) keeps the layout it always had
+    mask = (lambda params: jax.tree_util.tree_map(lambda p: p.ndim > 1, params)) if cfg.weight_decay else None
     parts.append(optax.adamw(schedule, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps,
-                             weight_decay=cfg.weight_decay,
-                             mask=lambda params: jax.tree_util.tree_map(lambda p: p.ndim > 1, params)))
+                             weight_decay=cfg.weight_decay, mask=mask))
   elif name == "sgd":
     momentum = cfg.get("momentum", 0.0) or None
     parts.append(optax.sgd(schedule, momentum=momentum, nesterov=bool(cfg.get("nesterov", False)) and bool(momentum)))

@@ -121,3 +121,21 @@ def test_latest_and_best_checkpoints_are_both_kept(tmp_path):
   assert ckpt.steps() == [2, 4, 5]  # the latest two and the best (step 2)
   assert ckpt.best_step() == 2
   ckpt.close()
+
+
+def test_a_state_that_fits_no_checkpoint_stops_the_run_and_every_checkpoint_stays(tmp_path):
+  """A run whose state layout changed under its workdir (another optimiser, another model) must not fall back to
+  training from scratch: that would bury every checkpoint of the run. An older readable step is still taken."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from attnjax.runtime.checkpointing import CheckpointRestoreError  # pylint: disable=g-import-not-at-top
+  ckpt = Checkpointer(str(tmp_path), keep=3, async_save=False)
+  for step in (1, 2):
+    ckpt.save(step, {"w": np.arange(3.0) + step}, {"position": step}, force=True)
+  ckpt.wait()
+  other_layout = {"w": jax.ShapeDtypeStruct((3,), np.float64), "mu": jax.ShapeDtypeStruct((3,), np.float64)}
+  with pytest.raises(CheckpointRestoreError, match=r"none of the 2 step\(s\) .* \(newest, step 2: "):
+    ckpt.restore(other_layout)
+  assert ckpt.steps() == [1, 2] and not (tmp_path.parent / f"{tmp_path.name}.unreadable").exists()
+  state, data, step, _ = ckpt.restore({"w": jax.ShapeDtypeStruct((3,), np.float64)})
+  assert step == 2 and data == {"position": 2} and np.array_equal(np.asarray(state["w"]), np.arange(3.0) + 2)
+  ckpt.close()
