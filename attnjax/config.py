@@ -289,21 +289,15 @@ def validate(config) -> None:
     if t.label_smoothing:
       _fail("train.label_smoothing", f"applies to the seq2seq loss; set it to 0 for model.name='span_qa' (got "
             f"{t.label_smoothing})")
-  mlm_source, mlm_model = d.source in MLM_SOURCES, config.model.get("name") == "bert_mlm"
-  if mlm_source != mlm_model:
-    _fail("model.name" if mlm_source else "data.source",
-          f"masked-LM sources {MLM_SOURCES} go with model.name='bert_mlm' and only with it (got data.source="
-          f"{d.source!r}, model.name={config.model.get('name')!r})")
-  if mlm_source and d.batch_size is None:
-    _fail("data.batch_size", "masked-LM rows have a fixed length: set data.batch_size (rows), not data.max_tokens")
-  lm_source, lm_model = d.source in LM_SOURCES, config.model.get("name") == "decoder_lm"
-  if lm_source != lm_model:
-    _fail("model.name" if lm_source else "data.source",
-          f"language-model sources {LM_SOURCES} go with model.name='decoder_lm' and only with it (got data.source="
-          f"{d.source!r}, model.name={config.model.get('name')!r})")
-  if lm_source and d.batch_size is None:
-    _fail("data.batch_size", "language-model rows have a fixed length: set data.batch_size (rows), not "
-          "data.max_tokens")
+  for what, sources, model_name in (("masked-LM", MLM_SOURCES, "bert_mlm"), ("language-model", LM_SOURCES,
+                                                                          "decoder_lm")):
+    if (d.source in sources) != (config.model.get("name") == model_name):
+      _fail("model.name" if d.source in sources else "data.source",
+            f"{what} sources {sources} go with model.name={model_name!r} and only with it (got data.source="
+            f"{d.source!r}, model.name={config.model.get('name')!r})")
+    if d.source in sources and d.batch_size is None:
+      _fail("data.batch_size", f"{what} rows have a fixed length: set data.batch_size (rows), not data.max_tokens")
+  mlm_source, lm_source = d.source in MLM_SOURCES, d.source in LM_SOURCES
   allowed = (LM_METRICS if lm_source else MLM_METRICS if mlm_source else SPAN_METRICS if qa_source
              else DECODING_METRICS)
   unknown = [name for name in e.metrics if name not in allowed]

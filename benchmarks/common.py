@@ -63,3 +63,19 @@ def run_side(module: str, side: str, argv: list[str], threads: int) -> dict:
   if proc.returncode:
     raise RuntimeError(f"{module} --side={side} failed:\n{proc.stderr[-3000:]}")
   return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def compiled_step_runner(step, params, opt_state):
+  """``(run, flops)``: ``step(params, opt_state, rng) -> (params, opt_state, loss)`` compiled with the state donated,
+  and a ``run()`` that takes one step (a fresh dropout key each time) and waits for it; ``flops`` is XLA's count."""
+  import jax  # pylint: disable=g-import-not-at-top
+  compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, jax.random.PRNGKey(1)).compile()
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  state = {"p": params, "o": opt_state, "i": 0}
+
+  def run():
+    state["i"] += 1
+    state["p"], state["o"], value = compiled(state["p"], state["o"], jax.random.PRNGKey(state["i"]))
+    jax.block_until_ready(value)
+  return run, float(cost.get("flops", 0.0))

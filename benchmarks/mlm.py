@@ -22,7 +22,8 @@ import jax
 import numpy as np
 import optax
 
-from benchmarks.common import interleaved_medians, machine_description, markdown_table, run_side
+from benchmarks.common import (compiled_step_runner, interleaved_medians, machine_description, markdown_table,
+                               run_side)
 
 MINILM = dict(d_model=384, num_layers=6, num_heads=12, d_ff=1536)
 VOCAB = 30522
@@ -61,17 +62,7 @@ def attnjax_step(args):
     updates, opt_state = tx.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, value
 
-  opt_state = tx.init(params)
-  compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, jax.random.PRNGKey(1)).compile()
-  cost = compiled.cost_analysis()
-  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-  state = {"p": params, "o": opt_state, "i": 0}
-
-  def run():
-    state["i"] += 1
-    state["p"], state["o"], value = compiled(state["p"], state["o"], jax.random.PRNGKey(state["i"]))
-    jax.block_until_ready(value)
-  return run, float(cost.get("flops", 0.0))
+  return compiled_step_runner(step, params, tx.init(params))
 
 
 def torch_step(args):

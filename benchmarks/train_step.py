@@ -24,7 +24,8 @@ import optax
 
 from attnjax.models.transformer import Transformer
 from attnjax.training.losses import smoothed_cross_entropy
-from benchmarks.common import interleaved_medians, machine_description, markdown_table, run_side
+from benchmarks.common import (compiled_step_runner, interleaved_medians, machine_description, markdown_table,
+                               run_side)
 
 CONFIGS = {
     "small": dict(d_model=256, num_heads=4, d_ff=1024, layers=3),
@@ -59,17 +60,7 @@ def step_function(cfg, vocab, src, tgt_in, tgt_out):
 
 
 def attnjax_step(cfg, vocab, src, tgt_in, tgt_out):
-  step, params, opt_state = step_function(cfg, vocab, src, tgt_in, tgt_out)
-  compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, jax.random.PRNGKey(1)).compile()
-  cost = compiled.cost_analysis()
-  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-  state = {"p": params, "o": opt_state, "i": 0}
-
-  def run():
-    state["i"] += 1
-    state["p"], state["o"], value = compiled(state["p"], state["o"], jax.random.PRNGKey(state["i"]))
-    jax.block_until_ready(value)
-  return run, float(cost.get("flops", 0.0))
+  return compiled_step_runner(*step_function(cfg, vocab, src, tgt_in, tgt_out))
 
 
 def torch_step(cfg, vocab, src, tgt_in, tgt_out, threads):

@@ -102,11 +102,8 @@ class LmTaskData:
 
   def texts(self, split: str) -> list[str]:
     if self._texts is None:
-      from attnjax.data.mlm import read_articles, split_articles  # pylint: disable=g-import-not-at-top
-      articles = read_articles(self.path)
-      if self.max_articles:
-        articles = articles[:self.max_articles]
-      self._texts = split_articles(articles, self.heldout, self.split_seed)
+      from attnjax.data.mlm import article_splits  # pylint: disable=g-import-not-at-top
+      self._texts = article_splits(self.path, self.heldout, self.split_seed, self.max_articles)
     if split not in self._texts:
       raise ValueError(f"split {split!r}: the LM data has {sorted(self._texts)} (data.heldout names the held-out ones)")
     return self._texts[split]

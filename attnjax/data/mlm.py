@@ -54,6 +54,12 @@ def read_articles(path) -> list[dict]:
   return articles
 
 
+def article_splits(path, heldout: dict[str, float], seed: int = 0, max_articles: int = 0) -> dict[str, list[str]]:
+  """:func:`split_articles` of the (first ``max_articles``, 0: all) articles of ``path``."""
+  articles = read_articles(path)
+  return split_articles(articles[:max_articles] if max_articles else articles, heldout, seed)
+
+
 def split_articles(articles: Sequence[dict], heldout: dict[str, float], seed: int = 0) -> dict[str, list[str]]:
   """``{split: [text, ...]}``: each held-out split gets the articles whose title hashes into its share, the rest is
   "train". Empty articles are skipped and counted in the log."""
@@ -210,10 +216,7 @@ class MlmTaskData:
       arrays = fs.load_npz(cache)
     else:
       if self._texts is None:
-        articles = read_articles(self.path)
-        if self.max_articles:
-          articles = articles[:self.max_articles]
-        self._texts = split_articles(articles, self.heldout, self.split_seed)
+        self._texts = article_splits(self.path, self.heldout, self.split_seed, self.max_articles)
       if split not in self._texts:
         raise ValueError(f"split {split!r}: the MLM data has {sorted(self._texts)} (data.heldout names the held-out "
                          "ones)")

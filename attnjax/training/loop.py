@@ -207,6 +207,10 @@ class Experiment:
   def evaluate(self, *, limit: int | None) -> tuple[dict[str, float], dict[str, str]]:
     """Validation loss, then decoding (or span prediction) of the first ``limit`` examples of ``eval.split``."""
     cfg = self.config
+    if self.task.kind in ("mlm", "lm"):  # predict() already reads every row of the split: its loss is the loss
+      predictions = self.predict(cfg.eval.split, limit=limit)
+      loss = predictions.scores["mlm_loss" if self.task.kind == "mlm" else "lm_loss"]
+      return {"loss": loss, "nll": loss, **predictions.scores}, predictions.signatures
     batches = [b for _, b in zip(range(cfg.eval.loss_batches), self.eval_batches.iterate_epoch(0))]
     values = validation_loss(self.eval_step, self.state.params, batches, self.mesh, self.rules)
     predictions = self.predict(cfg.eval.split, limit=limit)
