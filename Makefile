@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 
-.PHONY: quickstart test docs minilm transfer bench aot mutants faults study meteor-replays summarization clean
+.PHONY: quickstart test docs minilm transfer scaling bench aot mutants faults study meteor-replays summarization clean
 
 # the package alone (what the quickstart needs), then the test extra on top (pytest, the Cloud Storage emulator, and
 # libtpu for compiling TPU programs ahead of time on this CPU)
@@ -144,6 +144,19 @@ summarization: $(VENV)/.installed
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.baselines --experiment=experiments/cnn_dailymail_cpu/lstm_bahdanau.py \
 	  --workdir=$(SUMMARIZATION)/lead3 --split=validation,test
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=$(SUMMARIZATION) --out=$(SUMMARIZATION)/report
+
+# The decoder-only LM's scaling laws on Wikipedia (needs ../shared/data): the size sweep (L(N), and the compute
+# frontier from its learning curves), the data sweep (L(D), stopped early) and the positional sweep, each point scored
+# on validation and test; the positional runs also on rows of 1,024 tokens (4x their training rows); then the report.
+# About 11 hours by FLOP count; a re-run skips what is done and resumes the rest.
+SCALING ?= runs/scaling
+scaling: $(VENV)/.installed
+	set -e; for sweep in size data positional; do \
+	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(SCALING) --experiment=experiments/wikipedia/lm.py \
+	    --sweep=$$sweep --split=validation,test; done
+	set -e; for run in $(SCALING)/wikipedia/lm/positional/*; do test -f $$run/metrics.validation.len1024.json || \
+	  JAX_PLATFORMS=cpu $(PY) -m attnjax.evaluate --workdir=$$run --split=validation --eval seq_len=1024; done
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=$(SCALING) --out=$(SCALING)/report
 
 # Pre-training and transfer (needs ../shared/data): masked-LM pre-training of a MiniLM-sized BERT on the Wikipedia
 # file (4 hours), then four SQuAD readers with the same 60 minutes of fine-tuning each (the BiLSTM, and the BERT

@@ -110,6 +110,9 @@ def base_config() -> ml_collections.ConfigDict:
       keep_checkpoints=3,
       best_metric="exact_match",
       best_mode="max",
+      # early stopping: stop after this many evaluations in a row without a better best_metric (a checkpoint and the
+      # evaluation kept; a restart of a stopped run trains no further); None = run all steps
+      patience=config_dict.placeholder(int),
       async_checkpoints=True,
       # start from another run's checkpoint (its workdir; relative: against this run's), see training/warm_start.py:
       # its vocabulary, parameters (this model's extra ones initialised), step, data position and training clock
@@ -274,6 +277,8 @@ def validate(config) -> None:
     _fail("train.best_metric", f"must be one of {METRICS}, got {t.best_metric!r}")
   if t.best_mode not in ("max", "min"):
     _fail("train.best_mode", f"must be 'max' or 'min', got {t.best_mode!r}")
+  if t.get("patience") is not None and (not isinstance(t.patience, int) or t.patience < 1):
+    _fail("train.patience", f"must be a positive number of evaluations or None, got {t.patience!r}")
   if e.decode not in DECODERS:
     _fail("eval.decode", f"must be one of {DECODERS}, got {e.decode!r}")
   qa_source, span_model = d.source in QA_SOURCES, config.model.get("name") == "span_qa"

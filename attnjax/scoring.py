@@ -264,6 +264,8 @@ def _evaluate_rows(workdir, config, split, checkpoint, average_last, limit) -> d
     result["loss_by_position"] = {
         f"{lo}-{hi}": totals[f"nll_{lo}"] / totals[f"n_{lo}"] for lo, hi in zip(edges[:-1], edges[1:])
         if totals.get(f"n_{lo}")}
+    if task.seq_len != trained:  # beside the split's own scores, not over them: metrics.<split>.len<N>.json
+      split = f"{split}.len{task.seq_len}"
   _write_metrics(workdir, split, result)
   return result
 

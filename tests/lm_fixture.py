@@ -24,8 +24,8 @@ def tiny_lm_config(directory, **train):
   config.model = ml_collections.ConfigDict(dict(name="decoder_lm", d_model=32, num_layers=2, num_heads=2, d_ff=64,
                                                 max_length=64, dropout_rate=0.0, implementation="xla"))
   t = config.train
-  t.update(dict(optimizer="adam", schedule="linear", learning_rate=3e-3, warmup_steps=5, adam_b2=0.99,
-                label_smoothing=0.0, steps=60, log_every=10, eval_every=30, checkpoint_every=30,
-                time_limit_minutes=0.0, **train))
+  t.update({**dict(optimizer="adam", schedule="linear", learning_rate=3e-3, warmup_steps=5, adam_b2=0.99,
+                   label_smoothing=0.0, steps=60, log_every=10, eval_every=30, checkpoint_every=30,
+                   time_limit_minutes=0.0), **train})
   config.eval.loss_batches = 2
   return config

@@ -39,6 +39,8 @@ Written into ``--out`` (a local directory or a URL), all through :mod:`attnjax.f
   summarization run, the seed's and See et al.'s claims with verdicts, and ROUGE-1 by article length.
 * ``scaling_<experiment>.png`` and a section: for a sweep named ``size``, best validation NLL against non-embedding
   parameters and the fit of L(N) = (N_c / N)^α with its standard error (:mod:`attnjax.report.scaling`).
+* ``lm_scaling_{N,D,C}_<experiment>.png`` and sections: a language model's three scaling laws (its ``size`` and
+  ``data`` sweeps), its position extrapolation (``positional``), and their claims (:mod:`attnjax.report.lm_scaling`).
 * ``extrapolation.png`` and a section: exact match by source length of every evaluated run of the synthetic
   ``reverse`` task, whose test strings are longer than its training strings (position extrapolation), and how each
   run answers those longer strings (outputs as long as the longest training string; the reversal of its first
@@ -164,6 +166,8 @@ def write_report(roots: Iterable[fs.PathLike], out: fs.PathLike) -> str:
     plot = f"scaling_{name.replace('/', '_')}.png"
     scaling.plot_scaling(name, points, fs.join(out, plot))
     sections.append("## Loss against model size\n\n" + scaling.scaling_section(name, points, plot))
+  from attnjax.report import lm_scaling  # pylint: disable=g-import-not-at-top
+  sections += lm_scaling.sections(records, out)
   markdown = render_markdown(records, plots=plots, roots=roots, sections=sections)
   fs.write_text(fs.join(out, "results.md"), markdown)
   fs.write_json(fs.join(out, "results.json"), {"roots": roots, "runs": records}, indent=1)

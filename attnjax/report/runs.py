@@ -302,7 +302,7 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
     if metrics_path is not None and path.name != metrics_path.name:
       other, ok = _read_json_file(path)
       if ok and other:
-        other_splits[other.get("split") or path.name[len("metrics."):-len(".json")]] = _scores(other)
+        other_splits[path.name[len("metrics."):-len(".json")]] = _scores(other)  # test2017; validation.len1024
 
   task = (config.get("data") or {}).get("task")
   model = config.get("model") if isinstance(config.get("model"), dict) else None
@@ -341,6 +341,7 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
   }
   record["target"] = record["target"] or config.get("target")
   record["parameters"] = _parameters(config, directory, record["run"])
+  record["train_seconds"] = _train_seconds(directory)
   record["tokens_per_s"] = None
   if curves:
     scalars = read_scalars(directory / "tensorboard")
@@ -349,6 +350,17 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
     speeds = [value for _, value in scalars.get("train/tokens_per_s", [])][1:]  # the first window compiles
     record["tokens_per_s"] = statistics.median(speeds) if speeds else None
   return record
+
+
+def _train_seconds(workdir: epath.Path) -> float | None:
+  """The training time over all of the run's restarts: the ``train_seconds`` its newest checkpoint keeps (the JSON
+  ``meta`` item of :mod:`attnjax.runtime.checkpointing`), or None."""
+  steps = sorted((int(p.name) for p in (workdir / "checkpoints").glob("*") if p.name.isdigit()), reverse=True)
+  for step in steps:
+    meta, _ = _read_json_file(workdir / "checkpoints" / str(step) / "meta" / "metadata")
+    if isinstance((meta or {}).get("train_seconds"), (int, float)):
+      return float(meta["train_seconds"])
+  return None
 
 
 def _parameters(config: dict, workdir: epath.Path, run: str) -> int | None:

@@ -91,8 +91,8 @@ def scaling_points(records: list[dict]) -> dict[str, list[dict]]:
   config and a validation NLL curve, sorted by N."""
   out: dict[str, list[dict]] = {}
   for r in records:
-    if r.get("sweep") != SWEEP or not (r.get("config") or {}).get("model"):
-      continue
+    if r.get("sweep") != SWEEP or not (r.get("config") or {}).get("model") or r.get("kind") == "lm":
+      continue  # a language model's sweeps: attnjax.report.lm_scaling
     if r["state"] in ("running", "pending", "failed") or r["state"].startswith("unreadable"):
       continue
     loss = _best_nll(r)

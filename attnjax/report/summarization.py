@@ -20,6 +20,7 @@ from absl import logging
 
 from attnjax import fs
 from attnjax.report.runs import LABEL_ORDER
+from attnjax.report.tables import markdown_table
 
 STATISTICS = ("repeated_trigrams", "novel_1grams", "novel_2grams", "novel_3grams")
 STATISTIC_TITLES = {"repeated_trigrams": "repeated 3-grams %", "novel_1grams": "novel 1-grams %",
@@ -39,12 +40,6 @@ def _evaluated(records: list[dict]) -> list[dict]:
 
 def _number(value, digits: int = 2) -> str:
   return "—" if not isinstance(value, (int, float)) or isinstance(value, bool) else f"{value:.{digits}f}"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-  lines.extend("| " + " | ".join(row) + " |" for row in rows)
-  return "\n".join(lines)
 
 
 def _rate(examples, seconds) -> str:
@@ -92,7 +87,7 @@ def statistics_table(records: list[dict]) -> str | None:
     return None
   header = ["model", "task", "split", "articles", "ROUGE-1", "ROUGE-2", "ROUGE-Lsum",
             *(STATISTIC_TITLES[m] for m in STATISTICS), "empty articles", "decoded articles/s", "step", "epochs", "run"]
-  return _table(header, rows)
+  return markdown_table(header, rows)
 
 
 def _by_label(records: list[dict], task: str) -> dict[str, dict]:
@@ -136,7 +131,7 @@ def claims_table(records: list[dict]) -> str | None:
     else:
       verdict, evidence = "not measured", "missing: " + ", ".join(l for l, r in zip(SEE_ET_AL, found) if not r)
     rows.append(["See et al.: copy and coverage add ROUGE and remove repetition", task, evidence, verdict])
-  return _table(["claim", "task", "evidence", "verdict"], rows) if rows else None
+  return markdown_table(["claim", "task", "evidence", "verdict"], rows) if rows else None
 
 
 # ------------------------------------------------------------------------------------------- ROUGE by article length
@@ -210,4 +205,4 @@ def length_table(rows: list[tuple[dict, dict[str, list[float]]]]) -> str:
   header = ["model", "split"] + [f"{name} words ({counts[name]})" for name in names] + ["run"]
   table_rows = [[r["label"], r["split"] or "—"] + [_number(by[name][0]) if name in by else "—" for name in names]
                 + [r["run"]] for r, by in rows]
-  return _table(header, table_rows)
+  return markdown_table(header, table_rows)

@@ -69,7 +69,7 @@ def _escape(text) -> str:
   return "—" if text is None or text == "" else str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   lines.extend("| " + " | ".join(row) + " |" for row in rows)
   return "\n".join(lines)
@@ -128,7 +128,7 @@ def kind_table(kind: str, records: list[dict]) -> str:
               "—" if r.get("tokens_per_s") is None else f"{r['tokens_per_s']:.0f}", format_wall(r["wall_seconds"]),
               _escape(r["target"]), _escape(r["point"]), _escape(r["run"])]
     rows.append(cells)
-  return _table(header, rows)
+  return markdown_table(header, rows)
 
 
 def _flat(tree: dict, prefix: str = "") -> dict:
@@ -272,7 +272,7 @@ def sweep_table(sweep: dict) -> str:
       value = _curve_value(r, metric, at)
       row.append("—" if value is None else format_score(value))
     rows.append(row + [format_wall(r["wall_seconds"]), _escape(r["target"]), _escape(status), _escape(r["run"])])
-  return _table(header, rows)
+  return markdown_table(header, rows)
 
 
 def _mean_and_range(values: list[float]) -> list[str]:
@@ -305,7 +305,7 @@ def seed_table(sweep: dict) -> str | None:
   header = ["point", "random seeds", "scored runs", f"{title} mean", f"{title} min–max"]
   if at is not None:
     header += [f"validation {title} at step {at} mean", f"validation {title} at step {at} min–max"]
-  return _table(header, rows)
+  return markdown_table(header, rows)
 
 
 def _point_values(sweep: dict) -> list[tuple[str, list[float]]]:
@@ -358,7 +358,7 @@ def other_splits_table(records: list[dict]) -> str | None:
       rows.append([_escape(r["label"]), _escape(split),
                    ", ".join(f"{METRIC_TITLES.get(m, m)} {format_score(scores[m])}" for m in metrics) or "—",
                    _escape(r["run"])])
-  return _table(["model", "split", "scores", "run"], rows) if rows else None
+  return markdown_table(["model", "split", "scores", "run"], rows) if rows else None
 
 
 def render_markdown(records: list[dict], *, plots: dict[str, str] | None = None, roots: Iterable[str] = (),
@@ -433,7 +433,7 @@ def render_markdown(records: list[dict], *, plots: dict[str, str] | None = None,
   others = [r for r in records if not (r["kind"] and r["task"] and r["label"])]
   if others:
     lines += ["## Runs not placed in a table", "", "Task or model unknown (no readable config.json).", "",
-              _table(["run", "experiment", "point", "state"],
+              markdown_table(["run", "experiment", "point", "state"],
                      [[_escape(r["run"]), _escape(r["experiment_name"]), _escape(r["point"]), _escape(r["state"])]
                       for r in others]), ""]
   return "\n".join(lines).rstrip("\n") + "\n"

@@ -253,6 +253,19 @@ class Experiment:
                                     meteor_language=self.meteor_language)
 
 
+EARLY_STOPPING_KEYS = ("best_step", "best_value", "evals_since_best")
+
+
+def early_stopping(record: dict, step: int, value: float, mode: str) -> dict:
+  """The early-stopping record (kept in each checkpoint's bookkeeping) after an evaluation at ``step`` gave
+  ``value`` of the best metric: the best step and value so far, and the evaluations since it (0: this one is the
+  best; a tie is no improvement)."""
+  best = record.get("best_value")
+  if best is None or (value > best if mode == "max" else value < best):
+    return {"best_step": step, "best_value": float(value), "evals_since_best": 0}
+  return {**record, "evals_since_best": record.get("evals_since_best", 0) + 1}
+
+
 def validation_loss(eval_step, params, batches, mesh, rules, *, return_totals: bool = False) -> dict[str, float]:
   """Loss and NLL over ``batches`` (host-local numpy batches), weighted by the step's ``ntokens``: per target token for
   seq2seq, per question for extractive QA (``return_totals``: the sums themselves)."""
@@ -369,6 +382,7 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
   t = config.train
   where("restoring the newest checkpoint")
   start = exp.restore()
+  stopping = {key: exp.meta[key] for key in EARLY_STOPPING_KEYS if key in exp.meta} if start else {}
   if not start and init_from:  # a first start: from the other run's checkpoint (its step and clock continue)
     where(f"warm-starting from {init_from}")
     start, exp.meta = warm_start.warm_start(exp, init_from, config.train.get("init_at_minutes"))
@@ -391,8 +405,13 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
   flops_by_shape: dict = {}
   compiled: dict = {}
   step = start
+  stopped_early = bool(t.get("patience")) and stopping.get("evals_since_best", 0) >= t.patience
+  if stopped_early:
+    logging.info("stopped early at step %d (no better %s than %.4f at step %d in %d evaluations): training no "
+                 "further", start, t.best_metric, stopping["best_value"], stopping["best_step"],
+                 stopping["evals_since_best"])
   with _Preemption() as preemption:
-    while step < t.steps:
+    while step < t.steps and not stopped_early:
       where(f"training step {step + 1}")
       local = next(exp.train_batches)
       batch = steps.global_batch(local, exp.mesh, exp.rules)
@@ -433,7 +452,6 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
         stop, out_of_time = preemption.agreed(
             bool(t.time_limit_minutes) and train_seconds() > 60 * t.time_limit_minutes)
       evaluate_now = step % t.eval_every == 0 or step == t.steps or out_of_time
-      meta = {"train_seconds": train_seconds()}
       if evaluate_now and not stop:
         where(f"evaluating step {step}")
         last_eval, signatures = exp.evaluate(limit=config.eval.num_decode_examples)
@@ -441,6 +459,11 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
                      "  ".join(f"{k} {v:.4f}" for k, v in last_eval.items()),
                      "".join(f"\n  {k} signature: {s}" for k, s in signatures.items()))
         summaries.log(writer, step, last_eval, "eval")
+        if t.get("patience"):
+          stopping = early_stopping(stopping, step, last_eval[t.best_metric], t.best_mode)
+          stopped_early = stopping["evals_since_best"] >= t.patience
+      meta = {"train_seconds": train_seconds(), **stopping}
+      if evaluate_now and not stop:
         where(f"saving step {step}")
         exp.checkpointer.save(step, exp.state, exp.train_batches.state(), metrics=last_eval, force=True, meta=meta)
         window_start = time.perf_counter()  # evaluation time is not training throughput
@@ -449,6 +472,11 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
         exp.checkpointer.save(step, exp.state, exp.train_batches.state(), force=True, meta=meta)
       if stop:
         logging.warning("preempted: checkpoint of step %d written, exiting", step)
+        break
+      if stopped_early:
+        logging.warning("train.patience=%d: no better %s than %.4f (step %d) in %d evaluations: stopping early at "
+                        "step %d", t.patience, t.best_metric, stopping["best_value"], stopping["best_step"],
+                        stopping["evals_since_best"], step)
         break
       if out_of_time:
         logging.warning("train.time_limit_minutes=%s reached at step %d (%.1f training minutes over the whole run): "

@@ -49,6 +49,7 @@ RUN_CHANGING = (
 HARMLESS = (
     "train.steps",  # extending (or shortening) a run
     "train.time_limit_minutes",
+    "train.patience",  # early stopping: how long, like train.steps
     "train.log_every",
     "train.eval_every",
     "train.checkpoint_every",

@@ -12,14 +12,18 @@ rows of 256 tokens with documents packed and kept apart by segment ids. Scored i
 Model (the default point): GPT-2's layout (pre-norm, causal, tied output, GELU), 4 layers of 256, learned positions.
 Optimiser: AdamW (β 0.9 / 0.95, weight decay 0.1 on matrices), linear warm-up then linear decay, gradient clip 1.
 
-Sweeps:
+Sweeps (the scaling study; about 11 hours on 2 CPU cores by the FLOP counts at the 60 GFLOP/s the project's
+Transformer steps reach here, ``docs/benchmarks.md``; the report states what it took):
 
-* ``size`` (L(N)): six models from 4 layers of 64 to 6 of 384 (about 0.2M to 10.6M non-embedding parameters,
-  12·L·d²), each trained on the same 16M tokens without repeats (4,096 tokens a step), no dropout.
-* ``data`` (L(D)): the 4 x 256 model on 0.5M to 16M training tokens (5 points, 32x), repeated as epochs for the
-  steps of the largest, with the best validation loss (early stopping) as L(D).
-* ``positional`` (extrapolation): the 4 x 256 model with sinusoidal, learned, relative (Shaw) and T5 positions, trained
-  on rows of 256 and evaluated on rows of 512 and 1,024 (``--config.data.seq_len``).
+* ``size`` (L(N)): six models from 2 layers of 64 to 6 of 256 (about 0.1M to 4.7M non-embedding parameters,
+  12·L·d², 48x), each trained on the same 12M tokens without repeats (4,096 tokens a step), no dropout. L(N) is each
+  model's best validation loss; their learning curves give the compute frontier L(C_min).
+* ``data`` (L(D)): the 4 x 128 model on 0.25M to 8M training tokens (6 points, 32x), repeated as epochs for up to the
+  steps of one epoch of the largest, stopped early after 4 evaluations without a better validation loss (every 125
+  steps); its best validation loss is L(D).
+* ``positional`` (extrapolation): the 4 x 128 model with sinusoidal, learned, relative (Shaw) and T5 positions, trained
+  on 8M tokens in rows of 256 and evaluated on rows of 1,024 (``--eval seq_len=1024``): the loss at positions up to
+  2x and 4x the training length.
 """
 
 import ml_collections
@@ -28,9 +32,11 @@ from attnjax.config import base_config
 from attnjax.data.tasks import use_task
 
 TOKENS_PER_STEP = 16 * 256
-SIZES = ((4, 64), (4, 96), (4, 128), (4, 192), (6, 256), (6, 384))  # (layers, d_model): 12·L·d² from 0.2M to 10.6M
-SIZE_TOKENS = 16_000_000
-DATA_TOKENS = (500_000, 1_000_000, 2_000_000, 4_000_000, 16_000_000)
+SIZES = ((2, 64), (4, 64), (4, 96), (4, 128), (4, 192), (6, 256))  # (layers, d_model): 12·L·d² from 0.1M to 4.7M
+SIZE_TOKENS = 12_000_000
+DATA_TOKENS = (250_000, 500_000, 1_000_000, 2_000_000, 4_000_000, 8_000_000)
+SMALL = {"model.num_layers": 4, "model.d_model": 128, "model.d_ff": 512, "model.num_heads": 2,
+         "model.dropout_rate": 0.0, "train.steps": DATA_TOKENS[-1] // TOKENS_PER_STEP, "train.time_limit_minutes": 0.0}
 
 
 def _size(layers, d):
@@ -40,11 +46,10 @@ def _size(layers, d):
 
 SWEEPS = {
     "size": [{"name": f"l{layers}d{d}", "overrides": _size(layers, d)} for layers, d in SIZES],
-    "data": [{"name": f"tokens{n // 1000}k", "overrides": {"data.train_tokens": n, "model.dropout_rate": 0.0,
-                                                             "train.steps": SIZE_TOKENS // TOKENS_PER_STEP,
-                                                             "train.time_limit_minutes": 0.0}}
+    "data": [{"name": f"tokens{n // 1000}k", "overrides": {**SMALL, "data.train_tokens": n, "train.patience": 4,
+                                                             "train.eval_every": 125, "train.checkpoint_every": 125}}
              for n in DATA_TOKENS],
-    "positional": [{"name": p, "overrides": {"model.positional": p}}
+    "positional": [{"name": p, "overrides": {**SMALL, "model.positional": p}}
                    for p in ("sinusoidal", "learned", "relative", "t5")],
 }
 

@@ -1,6 +1,7 @@
 """The decoder-only LM trains through the same step, checkpoints and evaluation as every other model; attnjax.evaluate
 scores every held-out token and reports bits per byte over the split's own bytes."""
 
+import json
 import math
 
 import numpy as np
@@ -38,3 +39,7 @@ def test_a_tiny_lm_trains_and_is_scored_in_bits_per_byte_of_its_held_out_text(tm
   assert set(longer["loss_by_position"]) == {"0-32", "32-64"} and beyond > 0
   mean = ((tokens - beyond) * longer["loss_by_position"]["0-32"] + beyond * longer["loss_by_position"]["32-64"]) / tokens
   assert mean == pytest.approx(longer["lm_loss"], rel=1e-6)
+  # written beside the split's own scores, which stay those of the training length
+  saved = {p.name: json.loads(p.read_text()) for p in (tmp_path / "run").glob("metrics.test*.json")}
+  assert saved["metrics.test.json"]["lm_loss"] == pytest.approx(scored["lm_loss"])
+  assert saved["metrics.test.len64.json"]["loss_by_position"] == longer["loss_by_position"]

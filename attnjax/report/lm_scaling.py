@@ -1,0 +1,356 @@
+"""The scaling laws of a language model, measured as Kaplan et al. (2020) did, read from an LM experiment's sweeps
+(``experiments/wikipedia/lm.py``); and its position extrapolation.
+
+Three laws, each a least-squares line of log L on log x, L in nats per token on the validation split (the
+``eval/nll`` curve of the runs; lower is better):
+
+* **L(N)**, sweep ``size``: N the non-embedding parameters (:func:`attnjax.report.scaling.non_embedding_params`),
+  L each run's best validation loss. Kaplan et al. report α_N = 0.076.
+* **L(D)**, sweep ``data``: D the training tokens (``data.train_tokens``, the rows cut to about that many), L the best
+  validation loss, i.e. early stopping (``train.patience`` stops a run once it no longer improves). The epochs a
+  point had taken at its best evaluation are counted. Kaplan et al. report α_D = 0.095.
+* **L(C_min)**, from the ``size`` runs' learning curves: each evaluation is a point at compute C = 6·N·(tokens
+  trained), in PF-days as in Kaplan et al. (8.64e19 FLOPs); evaluations inside the learning-rate warm-up are left
+  out (the loss there is the schedule's, not the model's). The compute-efficient frontier keeps the points with a
+  lower loss than every point of less compute, whichever model; L(C_min) is the fit over them. Kaplan et al. report
+  α_C = 0.050 for this frontier (their C_min also corrects for the batch size, which is fixed here).
+
+Each fit gives α with two standard errors: the bootstrap one (points resampled with replacement, 2,000 times, a
+fixed seed; resamples with fewer than three distinct x left out), which the goal is judged on, and the residuals'
+(n − 2 degrees of freedom); and R². The local exponent between neighbouring points, −Δlog L / Δlog x, shows where
+a law bends. When the fit over all points misses R² ≥ 0.95, the section also fits the widest run of neighbouring
+points (at least three) where it holds, marked as a range chosen after seeing the losses. The goal: each law over at
+least 30× in x, with R² ≥ 0.95 and a bootstrap standard error ≤ 0.01.
+
+Position extrapolation, sweep ``positional``: each run's validation loss over the positions of rows longer than its
+training rows (``python -m attnjax.evaluate --eval seq_len=N``, written to ``metrics.validation.len<N>.json``), per
+range of positions: [0, T), [T, 2T), [2T, 4T) for training rows of T tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+from absl import logging
+
+from attnjax import fs
+from attnjax.report.scaling import fit_power_law, local_exponents, non_embedding_params
+
+QUOTED = {"N": 0.076, "D": 0.095, "C": 0.050}  # Kaplan et al. 2020, eqs. 1.1-1.3 (and the seed study)
+GOAL = {"span": 30.0, "r2": 0.95, "se": 0.01}
+PF_DAY = 8.64e19
+BOOTSTRAP = 2000
+SWEEPS = {"N": "size", "D": "data"}
+
+
+def bootstrap_se(x, loss, *, samples: int = BOOTSTRAP, seed: int = 0) -> float | None:
+  """The standard deviation of α over fits to the points resampled with replacement (None below 3 points)."""
+  x, loss = np.asarray(x, np.float64), np.asarray(loss, np.float64)
+  if x.size < 3:
+    return None
+  rng = np.random.default_rng(seed)
+  alphas = []
+  for _ in range(samples):
+    pick = rng.integers(0, x.size, x.size)
+    if np.unique(x[pick]).size >= 3:
+      alphas.append(fit_power_law(x[pick], loss[pick])["alpha"])
+  return float(np.std(alphas, ddof=1)) if len(alphas) > 1 else None
+
+
+def fit_law(x, loss) -> dict | None:
+  """:func:`fit_power_law` plus ``alpha_bootstrap_se`` and ``span`` (largest x / smallest); None below 3 distinct x."""
+  try:
+    fit = fit_power_law(x, loss)
+  except ValueError:
+    return None
+  return {**fit, "alpha_bootstrap_se": bootstrap_se(x, loss), "span": float(max(x) / min(x))}
+
+
+def holding_range(x, loss, *, r2: float = GOAL["r2"]) -> tuple[int, int] | None:
+  """``(i, j)``: the neighbouring points ``x[i:j]`` (at least 3) spanning the largest ratio in x whose fit has R² ≥
+  ``r2``; None when no such run exists."""
+  best = None
+  for i in range(len(x)):
+    for j in range(i + 3, len(x) + 1):
+      fit = fit_law(x[i:j], loss[i:j])
+      if fit and fit["r2"] >= r2 and (best is None or x[j - 1] / x[i] > x[best[1] - 1] / x[best[0]]):
+        best = (i, j)
+  return best
+
+
+def meets_goal(fit: dict | None) -> bool:
+  se = (fit or {}).get("alpha_bootstrap_se")
+  return bool(fit) and fit["span"] >= GOAL["span"] and fit["r2"] >= GOAL["r2"] and se is not None and se <= GOAL["se"]
+
+
+# ---------------------------------------------------------------------------------------------------- the points
+
+
+def _curve(record: dict) -> list[tuple[int, float]]:
+  return [(int(s), float(v)) for s, v in record.get("eval_curves", {}).get("eval/nll", [])]
+
+
+def _tokens_per_step(config: dict) -> int:
+  data = config.get("data") or {}
+  return int(data.get("batch_size") or 0) * int(data.get("seq_len") or 0)
+
+
+def _finished(record: dict) -> bool:
+  state = record["state"]
+  return state not in ("running", "pending", "failed") and not state.startswith("unreadable")
+
+
+def law_points(records: list[dict]) -> dict[str, dict]:
+  """``{experiment: {"N": [...], "D": [...], "C": [...], "frontier": [...]}}`` for the language-model runs of the
+  ``size`` and ``data`` sweeps that finished with a validation curve. A point: ``x``, ``loss``, ``step`` (of the best
+  evaluation), ``run``, ``point`` and, for N, ``tokens_per_param``; for D, ``epochs`` (at the best evaluation)."""
+  out: dict[str, dict] = {}
+  for r in records:
+    config = r.get("config") or {}
+    if r.get("kind") != "lm" or r.get("sweep") not in SWEEPS.values() or not config.get("model") or not _finished(r):
+      continue
+    curve = _curve(r)
+    if not curve:
+      continue
+    step, loss = min(curve, key=lambda point: point[1])
+    tokens_per_step = _tokens_per_step(config)
+    laws = out.setdefault(r["experiment_name"] or r["run"], {"N": [], "D": [], "C": []})
+    common = {"run": r["run"], "point": r["point"], "loss": loss, "step": step}
+    if r["sweep"] == "data":
+      d = int((config.get("data") or {}).get("train_tokens") or 0)
+      if d:
+        laws["D"].append({**common, "x": d, "epochs": step * tokens_per_step / d})
+      continue
+    try:
+      n = non_embedding_params(config)
+    except Exception as e:  # pylint: disable=broad-except  (an optional section: never the report's failure)
+      logging.warning("scaling: %s: cannot count its parameters (%s: %s)", r["run"], type(e).__name__, e)
+      continue
+    trained = max(s for s, _ in curve) * tokens_per_step
+    laws["N"].append({**common, "x": n, "tokens_per_param": trained / n})
+    warmup = int((config.get("train") or {}).get("warmup_steps") or 0)
+    laws["C"] += [{"x": 6.0 * n * s * tokens_per_step / PF_DAY, "loss": v, "step": s, "run": r["run"],
+                   "point": r["point"], "tokens": s * tokens_per_step} for s, v in curve if s > warmup]
+  for laws in out.values():
+    for key in laws:
+      laws[key].sort(key=lambda p: p["x"])
+    laws["frontier"] = frontier(laws["C"])
+  return out
+
+
+def frontier(points: list[dict]) -> list[dict]:
+  """The points (sorted by compute) with a lower loss than every point of less compute."""
+  kept, lowest = [], math.inf
+  for p in sorted(points, key=lambda p: p["x"]):
+    if p["loss"] < lowest:
+      kept.append(p)
+      lowest = p["loss"]
+  return kept
+
+
+# ---------------------------------------------------------------------------------------------------- markdown
+
+_TITLES = {"N": ("L(N): loss against model size", "non-embedding parameters N", "size"),
+           "D": ("L(D): loss against data", "training tokens D", "data"),
+           "C": ("L(C_min): the compute-efficient frontier", "compute C (PF-days)", "size (curves)")}
+
+
+def _number(x: float, law: str) -> str:
+  return f"{x:.3g}" if law == "C" else f"{x:,.0f}"
+
+
+def _fit_text(fit: dict, law: str, what: str) -> str:
+  return (f"{what}: **α = {fit['alpha']:.3f} ± {fit['alpha_bootstrap_se']:.3f}** (bootstrap; ± "
+          f"{fit['alpha_se']:.3f} from the residuals), R² = {fit['r2']:.3f}, over {fit['points']} points spanning "
+          f"{fit['span']:.0f}× in {law}; Kaplan et al.: α = {QUOTED[law]}.")
+
+
+def _table(law: str, points: list[dict]) -> list[str]:
+  x, loss = [p["x"] for p in points], [p["loss"] for p in points]
+  extra = {"N": ("tokens per parameter", "tokens_per_param", "{:.1f}"), "D": ("epochs at the best", "epochs", "{:.1f}"),
+           "C": ("tokens trained", "tokens", "{:,}")}[law]
+  loss_title = "validation loss" if law == "C" else "best validation loss"
+  lines = [f"| point | {_TITLES[law][1]} | {loss_title} (nats/token) | at step | {extra[0]} | "
+           "α from the point before |", "|---|---|---|---|---|---|"]
+  for p, local in zip(points, local_exponents(x, loss)):
+    lines.append(f"| {p['point']} | {_number(p['x'], law)} | {p['loss']:.4f} | {p['step']} | "
+                 f"{extra[2].format(p[extra[1]])} | {'—' if local is None else f'{local:.3f}'} |")
+  return lines
+
+
+def law_section(law: str, points: list[dict], plot: str) -> tuple[str, dict | None, dict | None]:
+  """The markdown of one law (its points, the fit over all, and over the range where it holds when that differs),
+  with the fits (all points; the chosen range or None)."""
+  title = _TITLES[law][0]
+  lines = [f"### {title}", ""]
+  if law == "C":
+    lines += ["The frontier's evaluations (lower loss than every evaluation of less compute):", ""]
+  lines += _table(law, points) + [""]
+  x, loss = [p["x"] for p in points], [p["loss"] for p in points]
+  fit = fit_law(x, loss)
+  if fit is None:
+    return "\n".join(lines + [f"No fit: {len(points)} point(s), a fit needs 3 distinct.", ""]), None, None
+  lines.append(_fit_text(fit, law, "Fit over all points"))
+  chosen = None
+  if fit["r2"] < GOAL["r2"]:
+    kept = holding_range(x, loss)
+    if kept is None:
+      lines += ["", f"No run of three or more neighbouring points has R² ≥ {GOAL['r2']}: the data do not follow one "
+                "power law here."]
+    else:
+      i, j = kept
+      chosen = {**fit_law(x[i:j], loss[i:j]), "range": (x[i], x[j - 1])}
+      lines += ["", f"The law bends: it holds from {law} = {_number(x[i], law)} ({points[i]['point']}) to "
+                f"{_number(x[j - 1], law)} ({points[j - 1]['point']}), a range chosen after seeing the losses. "
+                + _fit_text(chosen, law, "Fit over that range")]
+  judged = chosen or fit
+  lines += ["", f"Goal (≥ {GOAL['span']:.0f}× in {law}, R² ≥ {GOAL['r2']}, bootstrap SE ≤ {GOAL['se']}): "
+            f"{'met' if meets_goal(judged) else 'not met'}.", "", f"![{title}]({plot})", ""]
+  return "\n".join(lines), fit, chosen
+
+
+def plot_law(law: str, points: list[dict], fits: tuple[dict | None, dict | None], path: fs.PathLike,
+             curves: list[dict] | None = None) -> None:
+  """Loss against x on log-log axes, the fitted law(s) over their ranges; for C, every evaluation faintly."""
+  from attnjax.report.plots import _figure, _write_png  # pylint: disable=g-import-not-at-top
+  figure = _figure(5.0, 3.6)
+  ax = figure.add_subplot()
+  for run in sorted({p["point"] for p in curves or []}):
+    mine = [p for p in curves if p["point"] == run]
+    ax.loglog([p["x"] for p in mine], [p["loss"] for p in mine], "-", alpha=0.35, lw=1, label=run)
+  x = np.array([p["x"] for p in points])
+  ax.loglog(x, [p["loss"] for p in points], "ko", ms=4, label="frontier" if law == "C" else "runs")
+  for fit, style, what in ((fits[0], "-", "all points"), (fits[1], "--", "chosen range")):
+    if fit:
+      grid = np.geomspace(*fit.get("range", (x.min(), x.max())), 50)
+      intercept = fit["alpha"] * math.log(fit["n_c"])
+      ax.loglog(grid, np.exp(intercept - fit["alpha"] * np.log(grid)), style,
+                label=f"{what}: α = {fit['alpha']:.3f} ± {fit['alpha_bootstrap_se']:.3f}")
+  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
+  for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):  # less than a decade: plain numbers
+    axis(ticker.FormatStrFormatter("%.2f"))
+  ax.set_xlabel(_TITLES[law][1])
+  ax.set_ylabel("validation loss (nats / token)")
+  ax.grid(alpha=0.3, which="both")
+  ax.legend(fontsize=6)
+  ax.set_title(_TITLES[law][0], fontsize=9)
+  _write_png(figure, path)
+
+
+# ---------------------------------------------------------------------------------------------------- extrapolation
+
+
+def extrapolation_rows(records: list[dict]) -> list[dict]:
+  """One row per finished language-model run of a ``positional`` sweep that was scored on longer rows: ``{"run",
+  "positional", "trained", "ranges": {"0-256": loss, ...}}`` from its longest ``metrics.<split>.len<N>.json``."""
+  rows = []
+  for r in records:
+    if r.get("kind") != "lm" or r.get("sweep") != "positional" or not _finished(r):
+      continue
+    longest = None
+    for path in fs.path(r["workdir"]).glob("metrics.*.len*.json"):
+      try:
+        metrics = json.loads(fs.read_text(path))
+      except (ValueError, OSError):
+        continue
+      if longest is None or metrics.get("seq_len", 0) > longest.get("seq_len", 0):
+        longest = metrics
+    if longest and longest.get("loss_by_position"):
+      rows.append({"run": r["run"], "positional": (r.get("model") or {}).get("positional") or r["point"],
+                   "trained": longest.get("trained_seq_len"), "ranges": longest["loss_by_position"]})
+  return sorted(rows, key=lambda row: row["positional"])
+
+
+def extrapolation_table(rows: list[dict]) -> str:
+  ranges = sorted({key for row in rows for key in row["ranges"]}, key=lambda key: int(key.split("-")[0]))
+  lines = ["| positional encoding | " + " | ".join(f"{key} (nats/token)" for key in ranges) + " | beyond / within |",
+           "|---|" + "---|" * (len(ranges) + 1)]
+  for row in rows:
+    within = row["ranges"].get(ranges[0])
+    beyond = [row["ranges"][key] for key in ranges[1:] if key in row["ranges"]]
+    ratio = f"{beyond[-1] / within:.2f}" if within and beyond else "—"
+    lines.append(f"| {row['positional']} | " + " | ".join(
+        f"{row['ranges'][key]:.4f}" if key in row["ranges"] else "—" for key in ranges) + f" | {ratio} |")
+  return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------- claims
+
+
+def law_claims(fits: dict[str, tuple[dict | None, dict | None]]) -> list[list[str]]:
+  """A row per exponent: the claim, the evidence, the verdict. An exponent "holds" when a power law fits (R² ≥ 0.95
+  over the fitted range) and Kaplan et al.'s α lies within two bootstrap standard errors of ours; "power law, another
+  exponent" when only the first holds."""
+  rows = []
+  for law, symbol in (("N", "N"), ("D", "D"), ("C", "C_min")):
+    fit, chosen = fits.get(law, (None, None))
+    judged = chosen or fit
+    claim = f"L ∝ {symbol}^-{QUOTED[law]}"
+    if judged is None:
+      rows.append([claim, "fewer than 3 points", "not measured"])
+      continue
+    se = judged["alpha_bootstrap_se"] or judged["alpha_se"]
+    distance = abs(judged["alpha"] - QUOTED[law]) / se if se else math.inf
+    verdict = ("does not hold (no power law)" if judged["r2"] < GOAL["r2"] else
+               "holds" if distance <= 2 else "power law, another exponent")
+    rows.append([claim, f"α = {judged['alpha']:.3f} ± {se:.3f}, R² {judged['r2']:.3f} over {judged['span']:.0f}×"
+                 f"{' (chosen range)' if chosen else ''}; {distance:.1f} SE from {QUOTED[law]}", verdict])
+  return rows
+
+
+def extrapolation_claim(rows: list[dict]) -> list[str]:
+  """The claim that sinusoidal positions extrapolate: it holds when the sinusoidal model's mean loss over the
+  positions beyond its training length is below the learned-position model's (the evidence gives every model's)."""
+  claim = "sinusoidal positions extrapolate beyond the training length"
+  by_name = {row["positional"]: row for row in rows}
+  if "sinusoidal" not in by_name or "learned" not in by_name:
+    return [claim, "missing: " + ", ".join(n for n in ("sinusoidal", "learned") if n not in by_name), "not measured"]
+
+  def beyond(row):
+    keys = [key for key in row["ranges"] if int(key.split("-")[0]) >= (row["trained"] or 0)]
+    return float(np.mean([row["ranges"][key] for key in keys])) if keys else math.nan
+
+  losses = {name: beyond(row) for name, row in by_name.items()}
+  best = min(losses, key=lambda name: losses[name])
+  verdict = "holds" if losses["sinusoidal"] < losses["learned"] else "does not hold"
+  return [claim, "mean loss beyond the training length: " + ", ".join(
+      f"{name} {value:.3f}" for name, value in sorted(losses.items())) + f" (lowest: {best})", verdict]
+
+
+def sections(records: list[dict], out: fs.PathLike) -> list[str]:
+  """The report's markdown sections (each language-model experiment's laws, the extrapolation table, the claims),
+  and the plots in ``out``."""
+  from attnjax.report.tables import markdown_table  # pylint: disable=g-import-not-at-top
+  result, claims = [], []
+  extrapolation = extrapolation_rows(records)
+  for name, laws in sorted(law_points(records).items()):
+    parts, fits = [], {}
+    for law in ("N", "D", "C"):
+      points = laws["frontier"] if law == "C" else laws[law]
+      if not points:
+        continue
+      plot = f"lm_scaling_{law}_{name.replace('/', '_')}.png"
+      text, fit, chosen = law_section(law, points, plot)
+      fits[law] = (fit, chosen)
+      plot_law(law, points, fits[law], fs.join(out, plot), curves=laws["C"] if law == "C" else None)
+      parts.append(text)
+    claims += [[name] + row for row in law_claims(fits)]
+    runs = [r for r in records if r.get("kind") == "lm" and (r["experiment_name"] or r["run"]) == name
+            and r.get("sweep") in ("size", "data", "positional")]
+    hours = sum(r.get("train_seconds") or 0.0 for r in runs) / 3600
+    result.append(f"## Scaling laws: {name}\n\nKaplan et al. (2020)'s three laws measured on this language model; "
+                  "how each is measured is in `attnjax/report/lm_scaling.py`. The study's "
+                  f"{len(runs)} runs (sweeps `size`, `data` and `positional`) trained for {hours:.1f} hours in all "
+                  "(over their restarts, evaluations during training included; each newest checkpoint's "
+                  "bookkeeping).\n\n" + "\n".join(parts))
+  if extrapolation:
+    result.append("## Position extrapolation: language models\n\nValidation loss by range of positions, on rows "
+                  "longer than the training rows (`python -m attnjax.evaluate --eval seq_len=N`).\n\n"
+                  + extrapolation_table(extrapolation))
+    claims.append(["positional"] + extrapolation_claim(extrapolation))
+  if claims:
+    result.append("## Language models: claims\n\n" + markdown_table(["sweep(s)", "claim", "evidence", "verdict"],
+                                                                     claims))
+  return result

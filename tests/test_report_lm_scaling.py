@@ -1,0 +1,146 @@
+"""A language model's scaling laws in the report (attnjax.report.lm_scaling): the bootstrap error, the frontier and
+the range where a law holds against hand-made data; and the report's sections from LM workdirs whose learning curves
+follow known laws, with N counted by hand, C and the epochs computed here, and the claims' verdicts."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from tensorboardX import SummaryWriter
+
+from attnjax import report
+from attnjax.report import lm_scaling
+from experiments.wikipedia import lm as lm_experiment
+from tests.markdown_tables import table_rows
+
+
+def test_the_bootstrap_error_vanishes_on_an_exact_law_and_matches_the_residual_error_on_noisy_points():
+  n = np.geomspace(1e5, 1e7, 40)
+  assert lm_scaling.bootstrap_se(n, (1e9 / n) ** 0.08) < 1e-9
+  noisy = (1e9 / n) ** 0.08 * np.exp(np.random.default_rng(1).normal(0, 0.01, n.size))
+  fit = lm_scaling.fit_law(n, noisy)
+  # with many points and independent errors, resampling the points estimates the same spread as the residuals
+  assert fit["alpha_bootstrap_se"] == pytest.approx(fit["alpha_se"], rel=0.3)
+  assert fit["span"] == pytest.approx(100.0)
+  assert lm_scaling.bootstrap_se(n[:2], noisy[:2]) is None
+
+
+def test_the_frontier_keeps_each_point_below_every_point_of_less_compute():
+  points = [{"x": x, "loss": loss} for x, loss in [(1, 5.0), (2, 4.0), (3, 4.5), (4, 3.9), (5, 3.9), (6, 2.0)]]
+  assert [p["x"] for p in lm_scaling.frontier(points[::-1])] == [1, 2, 4, 6]
+
+
+def test_the_range_where_a_law_holds_is_the_widest_run_of_neighbours_with_a_good_fit():
+  x = np.array([1e5, 3e5, 1e6, 3e6, 1e7, 3e7])
+  loss = (1e9 / x) ** 0.1
+  loss[4:] = loss[3] * np.array([0.995, 0.993])  # the law bends after the fourth point
+  assert lm_scaling.fit_law(x, loss)["r2"] < 0.95
+  assert lm_scaling.holding_range(x, loss) == (0, 4)
+  assert lm_scaling.holding_range(x[:3], np.array([3.0, 1.0, 3.0])) is None
+
+
+def test_an_exponent_holds_within_two_standard_errors_of_the_quoted_one():
+  def fit(alpha, se, r2=0.99):
+    return {"alpha": alpha, "alpha_bootstrap_se": se, "alpha_se": se, "r2": r2, "span": 40.0}
+  rows = lm_scaling.law_claims({"N": (fit(0.080, 0.003), None), "D": (fit(0.2, 0.01), None),
+                                "C": (fit(0.05, 0.01, r2=0.5), fit(0.052, 0.002))})
+  assert [row[2] for row in rows] == ["holds", "power law, another exponent", "holds"]
+  assert "(chosen range)" in rows[2][1]
+  assert lm_scaling.law_claims({})[0][2] == "not measured"
+
+
+# ------------------------------------------------------------------------------------------ from the runs' workdirs
+
+
+def _by_hand(layers: int, d: int) -> int:
+  """Non-embedding parameters of the pre-norm decoder-only LM with d_ff = 4d: attention (q, k, v, out and biases),
+  the feed-forward layers, two LayerNorms per layer and the final one."""
+  return layers * (4 * d * d + 4 * d + 8 * d * d + 5 * d + 4 * d) + 2 * d
+
+
+def _run(root, sweep: str, point: dict, curve, metrics: dict | None = None):
+  config = lm_experiment.get_config()
+  for key, value in point["overrides"].items():
+    section, name = key.split(".")
+    config[section][name] = value
+  run = root / sweep / point["name"]
+  run.mkdir(parents=True)
+  (run / "config.json").write_text(config.to_json_best_effort())
+  (run / "launch.json").write_text(json.dumps({"experiment_name": "wikipedia/lm", "sweep": sweep,
+                                               "point": point["name"], "status": "done"}))
+  writer = SummaryWriter(str(run / "tensorboard"))
+  for step, value in curve:
+    writer.add_scalar("eval/nll", value, step)
+  writer.close()
+  for name, value in (metrics or {}).items():
+    (run / name).write_text(json.dumps(value))
+  for step, seconds in ((curve[-2][0], 900.0), (curve[-1][0], 1800.0)):  # the newest checkpoint's training time
+    (run / "checkpoints" / str(step) / "meta").mkdir(parents=True)
+    (run / "checkpoints" / str(step) / "meta" / "metadata").write_text(json.dumps({"train_seconds": seconds}))
+  return config
+
+
+def test_the_report_measures_the_three_laws_and_extrapolation_from_the_runs(tmp_path):
+  root = tmp_path / "runs"
+  steps = [125] + list(range(250, 4001, 250))  # 125: inside the 200 warm-up steps
+  sizes = {p["name"]: p for p in lm_experiment.SWEEPS["size"]}
+  expected_n = {}
+  for name in ("l4d64", "l4d128", "l4d192", "l6d256"):  # L(N) = (1e8 / N)^0.076 at the end of each curve
+    layers, d = (int(part) for part in name[1:].split("d"))
+    n = expected_n[name] = _by_hand(layers, d)
+    _run(root, "size", sizes[name], [(s, (1e8 / n) ** 0.076 + 0.4 * (4000 / s - 1)) for s in steps])
+  data = {p["name"]: p for p in lm_experiment.SWEEPS["data"]}
+  best_step = {"tokens250k": 500, "tokens1000k": 1000, "tokens8000k": 1750}
+  for name, step in best_step.items():  # L(D) = (1e10 / D)^0.095 at the best step, overfitting after it
+    d = data[name]["overrides"]["data.train_tokens"]
+    _run(root, "data", data[name], [(s, (1e10 / d) ** 0.095 + 0.001 * abs(s - step) / 250) for s in steps])
+  positional = {p["name"]: p for p in lm_experiment.SWEEPS["positional"]}
+  for name, beyond in (("sinusoidal", (3.2, 3.4)), ("learned", (4.0, 5.5))):
+    ranges = {"0-256": 3.0, "256-512": beyond[0], "512-1024": beyond[1]}
+    _run(root, "positional", positional[name], [(s, 3.0) for s in steps],
+         {"metrics.validation.len1024.json": {"seq_len": 1024, "trained_seq_len": 256, "split": "validation",
+                                              "lm_loss": 3.5, "loss_by_position": ranges}})
+  markdown = report.write_report([str(root)], str(tmp_path / "report"))
+
+  assert "9 runs (sweeps `size`, `data` and `positional`) trained for 4.5 hours in all" in markdown
+  rows = table_rows(markdown, "### L(N)")
+  assert [row["point"] for row in rows] == ["l4d64", "l4d128", "l4d192", "l6d256"]
+  for row in rows:
+    n = expected_n[row["point"]]
+    assert row["non-embedding parameters N"] == f"{n:,}" and row["at step"] == "4000"
+    assert float(row["best validation loss (nats/token)"]) == pytest.approx((1e8 / n) ** 0.076, abs=1e-4)
+    assert float(row["tokens per parameter"]) == pytest.approx(4000 * 4096 / n, abs=0.06)
+  section = markdown[markdown.index("### L(N)"):markdown.index("### L(D)")]
+  assert float(section.split("**α = ")[1].split(" ±")[0]) == pytest.approx(0.076, abs=2e-3)
+
+  rows = table_rows(markdown, "### L(D)")
+  assert [row["point"] for row in rows] == ["tokens250k", "tokens1000k", "tokens8000k"]
+  for row in rows:
+    d = data[row["point"]]["overrides"]["data.train_tokens"]
+    assert row["at step"] == str(best_step[row["point"]])
+    assert float(row["epochs at the best"]) == pytest.approx(best_step[row["point"]] * 4096 / d, abs=0.06)
+  section = markdown[markdown.index("### L(D)"):markdown.index("### L(C_min)")]
+  assert float(section.split("**α = ")[1].split(" ±")[0]) == pytest.approx(0.095, abs=2e-3)
+
+  # the frontier, computed here from the same curves (evaluations after the 200 warm-up steps)
+  points = [(6 * expected_n[name] * s * 4096 / 8.64e19, (1e8 / expected_n[name]) ** 0.076 + 0.4 * (4000 / s - 1))
+            for name in expected_n for s in steps if s > 200]
+  frontier, lowest = [], math.inf
+  for c, loss in sorted(points):
+    if loss < lowest - 1e-5:  # float32 in TensorBoard
+      frontier.append(c)
+      lowest = loss
+  rows = table_rows(markdown, "### L(C_min)")
+  assert [float(row["compute C (PF-days)"]) for row in rows] == pytest.approx(frontier, rel=5e-3)  # 3 significant figures
+  for law in "NDC":
+    assert (tmp_path / "report" / f"lm_scaling_{law}_wikipedia_lm.png").read_bytes().startswith(b"\x89PNG")
+
+  rows = {row["positional encoding"]: row for row in table_rows(markdown, "## Position extrapolation: language models")}
+  assert rows["learned"]["512-1024 (nats/token)"] == "5.5000" and rows["learned"]["beyond / within"] == "1.83"
+  claims = {row["claim"]: row for row in table_rows(markdown, "## Language models: claims")}
+  assert set(claims) == {"L ∝ N^-0.076", "L ∝ D^-0.095", "L ∝ C_min^-0.05",
+                         "sinusoidal positions extrapolate beyond the training length"}
+  assert claims["sinusoidal positions extrapolate beyond the training length"]["verdict"] == "holds"
+  assert "learned 4.750" in claims["sinusoidal positions extrapolate beyond the training length"]["evidence"]
+  assert "## Loss against model size" not in markdown  # the translation section leaves the LM's sweep alone
