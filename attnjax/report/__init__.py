@@ -39,6 +39,9 @@ Written into ``--out`` (a local directory or a URL), all through :mod:`attnjax.f
   summarization run, the seed's and See et al.'s claims with verdicts, and ROUGE-1 by article length.
 * ``scaling_<experiment>.png`` and a section: for a sweep named ``size``, best validation NLL against non-embedding
   parameters and the fit of L(N) = (N_c / N)^α with its standard error (:mod:`attnjax.report.scaling`).
+* ``transfer_<task>.png`` and a section: span-QA readers that differ only in their starting weights (a run with
+  ``train.init_encoder_from``), with the seed's numbers, the pre-training budgets, the claim and the goals
+  (:mod:`attnjax.report.transfer`).
 * ``lm_scaling_{N,D,C}_<experiment>.png`` and sections: a language model's three scaling laws (its ``size`` and
   ``data`` sweeps), its position extrapolation (``positional``), and their claims (:mod:`attnjax.report.lm_scaling`).
 * ``extrapolation.png`` and a section: exact match by source length of every evaluated run of the synthetic
@@ -166,6 +169,9 @@ def write_report(roots: Iterable[fs.PathLike], out: fs.PathLike) -> str:
     plot = f"scaling_{name.replace('/', '_')}.png"
     scaling.plot_scaling(name, points, fs.join(out, plot))
     sections.append("## Loss against model size\n\n" + scaling.scaling_section(name, points, plot))
+  from attnjax.report import transfer  # pylint: disable=g-import-not-at-top
+  text = transfer.transfer_section(records, out)
+  sections += [text] if text else []
   from attnjax.report import lm_scaling  # pylint: disable=g-import-not-at-top
   sections += lm_scaling.sections(records, out)
   markdown = render_markdown(records, plots=plots, roots=roots, sections=sections)

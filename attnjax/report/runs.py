@@ -341,7 +341,7 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
   }
   record["target"] = record["target"] or config.get("target")
   record["parameters"] = _parameters(config, directory, record["run"])
-  record["train_seconds"] = _train_seconds(directory)
+  record["trained_step"], record["train_seconds"] = _training(directory)
   record["tokens_per_s"] = None
   if curves:
     scalars = read_scalars(directory / "tensorboard")
@@ -352,15 +352,15 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
   return record
 
 
-def _train_seconds(workdir: epath.Path) -> float | None:
-  """The training time over all of the run's restarts: the ``train_seconds`` its newest checkpoint keeps (the JSON
-  ``meta`` item of :mod:`attnjax.runtime.checkpointing`), or None."""
+def _training(workdir: epath.Path) -> tuple[int | None, float | None]:
+  """``(step, seconds)``: the newest checkpoint's step and the training time it keeps (``train_seconds``, summed over
+  the run's restarts, in the JSON ``meta`` item of :mod:`attnjax.runtime.checkpointing`); None where unknown."""
   steps = sorted((int(p.name) for p in (workdir / "checkpoints").glob("*") if p.name.isdigit()), reverse=True)
   for step in steps:
     meta, _ = _read_json_file(workdir / "checkpoints" / str(step) / "meta" / "metadata")
     if isinstance((meta or {}).get("train_seconds"), (int, float)):
-      return float(meta["train_seconds"])
-  return None
+      return step, float(meta["train_seconds"])
+  return (steps[0] if steps else None), None
 
 
 def _parameters(config: dict, workdir: epath.Path, run: str) -> int | None:

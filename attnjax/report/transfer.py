@@ -1,0 +1,137 @@
+"""The transfer study in the report: SQuAD readers that differ only in their starting weights, beside the seed
+study's published numbers, their pre-training budgets, their fine-tuning curves, the claim and the goals.
+
+A task gets this section when one of its span-QA runs starts from a pre-trained encoder (``train.init_encoder_from``).
+Every evaluated reader of that task is a row: the BiLSTM, the BERT reader from scratch, and the BERT reader from each
+pre-trained source, scored on the split the run was evaluated on (the test articles), after fine-tuning for the
+steps and minutes shown (from the newest checkpoint's bookkeeping). The pre-training budget of a source that is a run
+of this project (a masked-LM workdir among the report's runs) is its training time and the tokens it saw (steps x
+rows x row length); a published checkpoint's is the publisher's, not measured here.
+
+The seed study reports 71.3 EM for LSTM + attention and 84.1 for the pre-trained Transformer on SQuAD v1.1; they
+stand beside the BiLSTM reader and the pre-trained BERT readers (different data: SQuAD's 87,599 training questions,
+against the 8,141 of the dev-by-article split here).
+
+The claim, "pre-trained Transformers transfer; fine-tuned, they beat the LSTM reader", holds when every pre-trained
+reader beats both the reader from scratch and the BiLSTM reader in exact match. The goals: the reader from
+``all-MiniLM-L6-v2`` reaches 40 EM, and the reader from the project's own pre-training beats the one from scratch by
+5 EM.
+"""
+
+from __future__ import annotations
+
+from attnjax import fs
+from attnjax.report.runs import init_label
+from attnjax.report.tables import format_wall, markdown_table
+
+SEED_EM = {"BiLSTM reader": 71.3, "pre-trained": 84.1}  # the seed study: LSTM + attention, pre-trained Transformer
+MINILM = "all-MiniLM-L6-v2"
+GOAL_MINILM_EM = 40.0
+GOAL_OWN_OVER_SCRATCH = 5.0
+
+
+def _source(record: dict) -> str | None:
+  return ((record.get("config") or {}).get("train") or {}).get("init_encoder_from")
+
+
+def _readers(records: list[dict]) -> dict[str, list[dict]]:
+  """``{task: [evaluated span-QA runs]}`` for the tasks where one of them starts from a pre-trained encoder."""
+  by_task: dict[str, list[dict]] = {}
+  for r in records:
+    if r.get("kind") == "extractive_qa" and r["state"] == "evaluated" and r["scores"].get("exact_match") is not None:
+      by_task.setdefault(r["task"], []).append(r)
+  return {task: runs for task, runs in by_task.items() if any(_source(r) for r in runs)}
+
+
+def _pretraining(source: str, records: list[dict]) -> tuple[str, dict | None]:
+  """The budget of a pre-trained source: the matching run of the report (training hours, tokens seen), else the
+  published checkpoint's name."""
+  tail = str(source).rstrip("/").lstrip("./")
+  for r in records:
+    if r.get("kind") == "mlm" and str(r["workdir"]).rstrip("/").endswith(tail):
+      data = (r.get("config") or {}).get("data") or {}
+      step = r.get("trained_step") or 0
+      tokens = step * int(data.get("batch_size") or 0) * int(data.get("seq_len") or 0)
+      hours = (r.get("train_seconds") or 0.0) / 3600
+      return f"{hours:.1f} h, {step:,} steps, {tokens / 1e6:.0f}M tokens ({r['run']})", r
+  return "published checkpoint, not pre-trained here", None
+
+
+def _fine_tuning(record: dict) -> str:
+  data = (record.get("config") or {}).get("data") or {}
+  step = record.get("trained_step")
+  if not step:
+    return "—"
+  batch = int(data.get("batch_size") or 0)  # 0: batches by token count (the BiLSTM's)
+  questions = f" ({step * batch:,} questions)" if batch else ""
+  return f"{step:,} steps{questions}, {format_wall(record.get('train_seconds'))} (h:mm)"
+
+
+def transfer_section(records: list[dict], out: fs.PathLike) -> str | None:
+  """The markdown of the transfer study (and its curves' PNG in ``out``), or None without one."""
+  sections = []
+  for task, readers in sorted(_readers(records).items()):
+    readers = sorted(readers, key=lambda r: (bool(_source(r)), r["label"] != "BiLSTM reader", r["label"] or ""))
+    rows, by_role = [], {}
+    for r in readers:
+      source = _source(r)
+      start = init_label(source) if source else "random"
+      by_role[start if source else "lstm" if r["label"] == "BiLSTM reader" else "scratch"] = r
+      budget = _pretraining(source, records)[0] if source else "—"
+      seed = SEED_EM["pre-trained"] if source else SEED_EM.get(r["label"])
+      rows.append([r["label"] or "?", start, f"{r['scores']['exact_match']:.2f}", f"{r['scores'].get('f1', 0):.2f}",
+                   "—" if seed is None else f"{seed}", _fine_tuning(r), budget, r["run"]])
+    table = markdown_table(["reader", "starts from", f"{readers[0]['split']} EM", f"{readers[0]['split']} F1",
+                            "seed EM (SQuAD v1.1)", "fine-tuning", "pre-training", "run"], rows)
+    plot = f"transfer_{task}.png"
+    _plot_curves(readers, fs.join(out, plot))
+    sections.append(f"### {task}\n\n{table}\n\n{_claim_and_goals(by_role)}\n\n![fine-tuning curves]({plot})")
+  if not sections:
+    return None
+  return ("## Transfer: readers from pre-trained encoders\n\nSpan-QA readers that differ only in their starting "
+          "weights, each fine-tuned for the same time; the seed study's numbers are on SQuAD's full training set "
+          "(`attnjax/report/transfer.py`).\n\n" + "\n\n".join(sections))
+
+
+def _claim_and_goals(by_role: dict[str, dict]) -> str:
+  """``by_role``: the readers by "lstm", "scratch" and each pre-trained source's name."""
+  em = {role: r["scores"]["exact_match"] for role, r in by_role.items()}
+  scratch, lstm = em.get("scratch"), em.get("lstm")
+  pretrained = {role: value for role, value in em.items() if role not in ("lstm", "scratch")}
+  if scratch is None or lstm is None or not pretrained:
+    verdict = "not measured (needs the BiLSTM reader, the reader from scratch and a pre-trained one)"
+  else:
+    beats = [role for role, value in pretrained.items() if value > scratch and value > lstm]
+    verdict = ("holds" if len(beats) == len(pretrained) else
+               f"holds for {', '.join(beats)} only" if beats else "does not hold")
+  names = {"lstm": "BiLSTM", "scratch": "BERT from scratch"}
+  evidence = ", ".join(f"{names.get(role, 'from ' + role)} {value:.2f}" for role, value in sorted(em.items()))
+  lines = [markdown_table(["claim", "evidence (EM)", "verdict"],
+                          [["pre-trained Transformers transfer; fine-tuned, they beat the LSTM reader", evidence,
+                            verdict]]), ""]
+  minilm = em.get(MINILM)
+  lines.append(f"- Goal: the reader from {MINILM} reaches {GOAL_MINILM_EM:g} EM: " + (
+      "not measured." if minilm is None else f"{'met' if minilm >= GOAL_MINILM_EM else 'missed'} ({minilm:.2f})."))
+  own = [value for role, value in pretrained.items() if role != MINILM]
+  lines.append(f"- Goal: the reader from this project's pre-training beats the one from scratch by "
+               f"{GOAL_OWN_OVER_SCRATCH:g} EM: " + (
+                   "not measured." if not own or scratch is None else
+                   f"{'met' if max(own) - scratch >= GOAL_OWN_OVER_SCRATCH else 'missed'} "
+                   f"({max(own) - scratch:+.2f} EM)."))
+  return "\n".join(lines)
+
+
+def _plot_curves(readers: list[dict], path: fs.PathLike) -> None:
+  """Validation F1 against fine-tuning step, one line per reader."""
+  from attnjax.report.plots import _figure, _write_png  # pylint: disable=g-import-not-at-top
+  figure = _figure(5.0, 3.4)
+  ax = figure.add_subplot()
+  for r in readers:
+    curve = r.get("eval_curves", {}).get("eval/f1", [])
+    if curve:
+      ax.plot([s for s, _ in curve], [v for _, v in curve], "o-", ms=3, label=r["label"])
+  ax.set_xlabel("fine-tuning step")
+  ax.set_ylabel("validation F1")
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=7)
+  _write_png(figure, path)

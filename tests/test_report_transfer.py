@@ -1,0 +1,76 @@
+"""The transfer study's section of the report (attnjax.report.transfer), from workdirs laid out as `make transfer`
+leaves them: the readers' scores and budgets against their own files, the pre-training budget computed here from the
+masked-LM run's config and checkpoint, and the claim's verdict and the goals against hand-chosen scores."""
+
+import importlib
+import json
+
+import pytest
+from tensorboardX import SummaryWriter
+
+from attnjax import report
+from attnjax.report import transfer
+from tests.markdown_tables import table_rows
+
+
+def _workdir(root, experiment: str, *, step: int, seconds: float, scores: dict | None = None, curve=()):
+  config = importlib.import_module("experiments." + experiment.replace("/", ".")).get_config()
+  run = root / experiment / "single" / "default"
+  (run / "checkpoints" / str(step) / "meta").mkdir(parents=True)
+  (run / "checkpoints" / str(step) / "meta" / "metadata").write_text(json.dumps({"train_seconds": seconds}))
+  (run / "config.json").write_text(config.to_json_best_effort())
+  (run / "launch.json").write_text(json.dumps({"experiment_name": experiment, "point": "default", "status": "done"}))
+  if scores is not None:
+    (run / "metrics.test.json").write_text(json.dumps({"split": "test", "step": step, **scores}))
+  writer = SummaryWriter(str(run / "tensorboard"))
+  for s, value in curve:
+    writer.add_scalar("eval/f1", value, s)
+  writer.close()
+  return config
+
+
+EM = {"bilstm": 20.9, "bert_scratch": 7.1, "bert_from_mlm": 14.0, "bert_from_minilm": 45.5}
+
+
+def test_the_section_shows_each_reader_its_budget_the_seed_numbers_the_claim_and_the_goals(tmp_path):
+  root = tmp_path / "runs" / "transfer"  # as `make transfer` lays it out: bert_from_mlm.py points there
+  mlm = _workdir(root, "wikipedia/bert_mlm", step=5000, seconds=4 * 3600.0)
+  configs = {}
+  for i, reader in enumerate(EM):
+    configs[reader] = _workdir(root, f"squad_transfer/{reader}", step=600 + i, seconds=3600.0,
+                               scores={"exact_match": EM[reader], "f1": EM[reader] + 10},
+                               curve=[(100, EM[reader]), (200, EM[reader] + 5)])
+  markdown = report.write_report([str(root)], str(tmp_path / "report"))
+  rows = {row["starts from"] + "/" + row["reader"]: row
+          for row in table_rows(markdown, "## Transfer: readers from pre-trained encoders")}
+  assert set(rows) == {"random/BiLSTM reader", "random/BERT reader", "wikipedia/bert_mlm/BERT reader (from "
+                       "wikipedia/bert_mlm)", "all-MiniLM-L6-v2/BERT reader (from all-MiniLM-L6-v2)"}
+  tokens = 5000 * mlm.data.batch_size * mlm.data.seq_len  # 64 rows of 128 tokens a step
+  mine = rows["wikipedia/bert_mlm/BERT reader (from wikipedia/bert_mlm)"]
+  assert mine["pre-training"].startswith(f"4.0 h, 5,000 steps, {tokens / 1e6:.0f}M tokens")
+  assert mine["test EM"] == "14.00" and mine["test F1"] == "24.00" and mine["seed EM (SQuAD v1.1)"] == "84.1"
+  assert mine["fine-tuning"] == f"602 steps ({602 * configs['bert_from_mlm'].data.batch_size:,} questions), 1:00 (h:mm)"
+  assert rows["random/BiLSTM reader"]["seed EM (SQuAD v1.1)"] == "71.3"
+  assert rows["random/BiLSTM reader"]["fine-tuning"] == "600 steps, 1:00 (h:mm)"  # batches by tokens
+  assert [row["reader"] for row in table_rows(markdown, "## Transfer")][:2] == ["BiLSTM reader", "BERT reader"]
+  assert rows["random/BERT reader"]["seed EM (SQuAD v1.1)"] == "—"
+  assert rows["all-MiniLM-L6-v2/BERT reader (from all-MiniLM-L6-v2)"]["pre-training"].startswith("published")
+  claim = table_rows(markdown, "| claim | evidence (EM) | verdict |")[0]
+  assert claim["verdict"] == "holds for all-MiniLM-L6-v2 only"  # 45.5 beats 7.1 and 20.9; 14.0 only the first
+  assert "Goal: the reader from all-MiniLM-L6-v2 reaches 40 EM: met (45.50)" in markdown
+  assert "beats the one from scratch by 5 EM: met (+6.90 EM)" in markdown
+  assert (tmp_path / "report" / "transfer_squad_v1_dev_by_article.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("ems,verdict,own_goal", [
+    ({"lstm": 20.9, "scratch": 7.1, "wikipedia/bert_mlm": 22.0, "all-MiniLM-L6-v2": 45.0}, "holds", "met (+14.90"),
+    ({"lstm": 20.9, "scratch": 7.1, "wikipedia/bert_mlm": 10.0, "all-MiniLM-L6-v2": 45.0},
+     "holds for all-MiniLM-L6-v2 only", "missed (+2.90"),
+    ({"lstm": 20.9, "scratch": 7.1, "wikipedia/bert_mlm": 7.1, "all-MiniLM-L6-v2": 20.9}, "does not hold",
+     "missed (+0.00"),
+    ({"lstm": 20.9, "wikipedia/bert_mlm": 30.0}, "not measured", "not measured"),
+])
+def test_the_claim_holds_only_when_every_pre_trained_reader_beats_scratch_and_the_lstm(ems, verdict, own_goal):
+  text = transfer._claim_and_goals({role: {"scores": {"exact_match": em}} for role, em in ems.items()})
+  assert table_rows(text, "| claim")[0]["verdict"].startswith(verdict)
+  assert f"scratch by 5 EM: {own_goal}" in text
