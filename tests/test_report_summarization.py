@@ -31,6 +31,21 @@ def test_claims_hold_only_for_the_stated_orderings():
   assert "missing: LSTM seq2seq" in summ.claims_table(arms[1:])
 
 
+def test_the_goal_and_the_ambition_are_judged_on_the_best_arm_and_the_full_model_against_lead3():
+  full = "LSTM + Bahdanau + pointer-generator + coverage"
+  arms = [_record("Lead-3", 37.47), _record("LSTM seq2seq", 15.4), _record(full, 34.5)]
+  goal, ambition = summ.goal_lines(arms)
+  assert f"met ({full}, 34.50, at step 100" in goal  # 34.5 >= 31.33, and Lead-3 is no arm
+  assert "met (2.97 below Lead-3's 37.47" in ambition  # within 3
+  arms[2] = _record(full, 31.3)
+  goal, ambition = summ.goal_lines(arms)
+  assert "missed (LSTM + Bahdanau + pointer-generator + coverage, 31.30" in goal  # 31.30 < 31.33
+  assert "missed (6.17 below" in ambition
+  goal, ambition = summ.goal_lines(arms[:2])
+  assert "missed (LSTM seq2seq, 15.40" in goal and f"not measured (missing: {full})" in ambition
+  assert summ.goal_lines(arms[:1]) == []  # Lead-3 alone: no arm to judge
+
+
 def test_statistics_table_reads_the_measures_from_the_metrics_file_in_model_order():
   table = summ.statistics_table([_record("Transformer", 35.0, 4.0), _record("Lead-3", 37.5, 0.5)])
   rows = table.splitlines()[2:]

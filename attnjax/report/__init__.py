@@ -158,6 +158,10 @@ def write_report(roots: Iterable[fs.PathLike], out: fs.PathLike) -> str:
             f"summary.\n\n{statistics}")
     claims = summarization.claims_table(records)
     text += f"\n\n### Claims\n\n{claims}" if claims else ""
+    goals = summarization.goal_lines(records)
+    text += ("\n\n### Goals\n\nOn this subset's test split; See et al.'s number is on the full test set (11,490 "
+             "articles). Where one is missed, the curves above and the step and epochs show how far the runs "
+             "trained.\n\n" + "\n".join(goals)) if goals else ""
     rows = summarization.length_rows(records)
     if rows:
       text += ("\n\n### ROUGE-1 by article length\n\nMean ROUGE-1 F1 of the articles in each length bucket (words of "

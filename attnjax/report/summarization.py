@@ -134,6 +134,38 @@ def claims_table(records: list[dict]) -> str | None:
   return markdown_table(["claim", "task", "evidence", "verdict"], rows) if rows else None
 
 
+GOAL_ROUGE1 = 31.33  # See et al. 2017, Table 1: the attention baseline (150k vocabulary) on the full test set
+AMBITION_GAP = 3.0  # pointer-generator + coverage within this much ROUGE-1 of Lead-3, on the same split
+FULL = "LSTM + Bahdanau + pointer-generator + coverage"
+
+
+def goal_lines(records: list[dict]) -> list[str]:
+  """Per task with a model arm: the goal (the best arm reaches See et al.'s attention baseline in ROUGE-1) and the
+  ambition (pointer-generator + coverage within 3 ROUGE-1 of Lead-3), each met or missed, with the step and epochs of
+  the runs they rest on (why a goal is missed: how far those runs trained)."""
+  lines = []
+  for task in sorted({r["task"] for r in _evaluated(records)}):
+    runs = _by_label(records, task)
+    arms = {label: r for label, r in runs.items() if label != "Lead-3" and r["scores"].get("rouge1") is not None}
+    if not arms:
+      continue
+    label, best = max(arms.items(), key=lambda item: item[1]["scores"]["rouge1"])
+    rouge = best["scores"]["rouge1"]
+    lines.append(f"- {task}, goal: the best arm reaches See et al.'s attention baseline, {GOAL_ROUGE1} ROUGE-1: "
+                 f"{'met' if rouge >= GOAL_ROUGE1 else 'missed'} ({label}, {rouge:.2f}, at step {best['step']}, "
+                 f"{epochs(best)} epochs).")
+    lead, full = runs.get("Lead-3"), arms.get(FULL)
+    if lead is None or full is None:
+      lines.append(f"- {task}, ambition: pointer-generator + coverage within {AMBITION_GAP:g} ROUGE-1 of Lead-3: not "
+                   f"measured (missing: {', '.join(n for n, r in (('Lead-3', lead), (FULL, full)) if r is None)}).")
+      continue
+    gap = lead["scores"]["rouge1"] - full["scores"]["rouge1"]
+    lines.append(f"- {task}, ambition: pointer-generator + coverage within {AMBITION_GAP:g} ROUGE-1 of Lead-3: "
+                 f"{'met' if gap <= AMBITION_GAP else 'missed'} ({gap:.2f} below Lead-3's "
+                 f"{lead['scores']['rouge1']:.2f}, at step {full['step']}, {epochs(full)} epochs).")
+  return lines
+
+
 # ------------------------------------------------------------------------------------------- ROUGE by article length
 
 
