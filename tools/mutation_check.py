@@ -2,8 +2,8 @@
 
 Self-consistency tests (teacher forcing = incremental decoding, padding invariance, finite gradients...) pass for a
 model that is consistently wrong. Each mutant below changes one equation of one paper in one line of ``attnjax/``
-and names the tests that must notice. For each mutant the script copies ``attnjax/``, ``tests/`` and ``tools/`` (and
-``setup.cfg``, for pytest's settings) to a fresh temporary directory, replaces the original text (which must occur
+and names the tests that must notice. For each mutant the script copies ``attnjax/``, ``tests/``, ``tools/`` and
+``experiments/`` (and ``setup.cfg``, for pytest's settings) to a fresh temporary directory, replaces the original text (which must occur
 exactly once, else the mutant is reported "not applied": the code moved and the mutant needs updating), and runs
 
     python -m pytest -x -q -p no:cacheprovider <the mutant's tests>
@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-COPIED_TREES = ("attnjax", "tests", "tools")
+COPIED_TREES = ("attnjax", "tests", "tools", "experiments")
 COPIED_FILES = ("setup.cfg",)
 
 TRANSFORMER_EQ = "tests/models/test_transformer_equations.py"
@@ -58,6 +58,8 @@ MLM_MASKING = "tests/data/test_mlm.py::test_masking_chooses_15_percent_of_the_re
 MLM_HEAD = "tests/training/test_mlm_training.py::test_the_mlm_head_is_tied_to_the_input_embeddings_and_equals_its_formula"
 MLM_LOSS = "tests/training/test_mlm_training.py::test_the_loss_is_the_cross_entropy_at_the_masked_positions_only"
 LM_TESTS = "tests/models/test_decoder_lm.py"
+LM_SCALING_REPORT = "tests/test_report_lm_scaling.py::test_the_report_measures_the_three_laws_and_extrapolation_from_the_runs"
+LM_FRONTIER = "tests/test_report_lm_scaling.py::test_the_frontier_keeps_each_point_below_every_point_of_less_compute"
 TOP_P = "tests/test_generation.py::test_top_p_samples_from_the_smallest_set_that_reaches_p"
 TOP_K = "tests/test_generation.py::test_top_k_never_samples_outside_the_k_and_follows_the_renormalised_softmax"
 
@@ -291,6 +293,16 @@ MUTANTS = (
            "logits = self.final_norm(x) @ jax.random.normal(jax.random.PRNGKey(0), (self.d_model, self.vocab_size))",
            (f"{LM_TESTS}::test_the_output_matrix_is_the_embedding_matrix",),
            "GPT-2: the output projection is the transposed input embedding"),
+    Mutant("lm-compute-6nd", "attnjax/report/lm_scaling.py",
+           'laws["C"] += [{"x": 6.0 * n * s * tokens_per_step / PF_DAY,',
+           'laws["C"] += [{"x": 2.0 * n * s * tokens_per_step / PF_DAY,',
+           (LM_SCALING_REPORT,),
+           "Kaplan et al.: training compute C = 6·N·D (forward and backward), in PF-days"),
+    Mutant("lm-compute-frontier", "attnjax/report/lm_scaling.py",
+           'if p["loss"] < lowest:',
+           'if p["loss"] <= lowest:',
+           (LM_FRONTIER,),
+           "the compute-efficient frontier: the lowest loss reached with at most that compute"),
     Mutant("top-p-smallest-set", "attnjax/generation.py",
            "keep_sorted = before < top_p",
            "keep_sorted = before + probs < top_p",
