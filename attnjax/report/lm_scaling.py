@@ -74,8 +74,8 @@ def holding_range(x, loss, *, r2: float = GOAL["r2"]) -> tuple[int, int] | None:
   best = None
   for i in range(len(x)):
     for j in range(i + 3, len(x) + 1):
-      fit = fit_law(x[i:j], loss[i:j])
-      if fit and fit["r2"] >= r2 and (best is None or x[j - 1] / x[i] > x[best[1] - 1] / x[best[0]]):
+      if len(set(x[i:j])) >= 3 and fit_power_law(x[i:j], loss[i:j])["r2"] >= r2 and (
+          best is None or x[j - 1] / x[i] > x[best[1] - 1] / x[best[0]]):
         best = (i, j)
   return best
 
