@@ -64,7 +64,8 @@ class LmTaskData:
   ``max_articles`` (0: all), ``seq_len`` (256), ``vocab_size`` (8000), ``spm_model_type`` ("bpe"),
   ``spm_train_chars`` (the vocabulary is trained on the training split's first this many characters, paragraph by
   paragraph; 20M), ``train_tokens`` (0: all; else the training rows are cut to about this many tokens, for the data
-  scaling sweep).
+  scaling sweep), ``shared_cache_dir`` (None; else a directory the points of a sweep share, for the vocabulary
+  trained on the same texts and the packed rows of the same settings, instead of each run building its own).
   """
 
   kind = "lm"
@@ -95,8 +96,9 @@ class LmTaskData:
           break
       return out
 
+    self.shared_dir = get(data_cfg, "shared_cache_dir", None)
     self.vocab = load_or_train(workdir, "spm", paragraphs, int(get(data_cfg, "vocab_size", 8000)),
-                               model_type=get(data_cfg, "spm_model_type", "bpe"))
+                               shared_dir=self.shared_dir, model_type=get(data_cfg, "spm_model_type", "bpe"))
     self.src_vocab = self.tgt_vocab = self.vocab
     self.metrics = ("bits_per_byte",)
 
@@ -112,7 +114,7 @@ class LmTaskData:
     key = hashlib.sha256(json.dumps([str(self.path), self.heldout, self.split_seed, self.max_articles, self.seq_len,
                                      self.vocab.model_proto.hex()[:64], len(self.vocab.model_proto),
                                      split]).encode()).hexdigest()[:16]
-    return fs.join(self.workdir, f"lm.{split}.{key}.npz")
+    return fs.join(self.shared_dir or self.workdir, f"lm.{split}.{key}.npz")
 
   def rows(self, split: str) -> dict[str, np.ndarray]:
     """The packed rows of ``split`` (all of them; :meth:`batcher` cuts training to ``train_tokens``)."""

@@ -24,8 +24,10 @@ normalised form otherwise.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import itertools
+import json
 import os
 from typing import Callable, Iterable, Sequence
 
@@ -265,8 +267,8 @@ def train_sentencepiece(texts: Iterable[str], model_prefix: str | os.PathLike | 
   return vocab
 
 
-def load_or_train(workdir: str | os.PathLike, name: str, texts_fn: Callable[[], Iterable[str]], vocab_size: int,
-                  **train_options) -> SentencePieceVocab:
+def load_or_train(workdir: str | os.PathLike, name: str, texts_fn: Callable[[], Iterable[str]], vocab_size: int, *,
+                  shared_dir: str | os.PathLike | None = None, **train_options) -> SentencePieceVocab:
   """``<workdir>/<name>.model`` if it exists, else a model trained on ``texts_fn()`` and saved there.
 
   ``texts_fn`` is only called when training is needed. A cached model whose size or type differs from what is asked
@@ -276,6 +278,9 @@ def load_or_train(workdir: str | os.PathLike, name: str, texts_fn: Callable[[], 
     workdir: the experiment's directory (created if missing).
     name: file stem, e.g. "spm" (joint) or "spm_src".
     texts_fn: returns the training texts (the training split only).
+    shared_dir: a directory that runs share (the points of a sweep): a model trained there on the same texts with
+      the same options is copied into the workdir instead of trained again (training is deterministic, so it is the
+      model this run would train), and a model trained here is left there for the next run.
     vocab_size, train_options: as :func:`train_sentencepiece`.
   """
   prefix = os.fspath(fs.join(workdir, name))
@@ -288,7 +293,22 @@ def load_or_train(workdir: str | os.PathLike, name: str, texts_fn: Callable[[], 
                        f"{model_type} with vocab_size={vocab_size}: delete it to retrain, or use a new workdir")
     logging.info("Reusing the sentencepiece model %s (%d pieces)", path, vocab.size)
     return vocab
-  return train_sentencepiece(texts_fn(), prefix, vocab_size, **train_options)
+  if shared_dir is None:
+    return train_sentencepiece(texts_fn(), prefix, vocab_size, **train_options)
+  texts = list(texts_fn())
+  digest = hashlib.sha256(json.dumps([name, vocab_size, sorted(train_options.items())], default=str).encode())
+  for text in texts:
+    digest.update(text.encode("utf-8") + b"\0")
+  shared = os.fspath(fs.join(shared_dir, f"{name}.{digest.hexdigest()[:16]}"))
+  if fs.exists(shared + MODEL_SUFFIX):
+    for suffix in (VOCAB_SUFFIX, MODEL_SUFFIX):  # the model last: its presence means the pair is complete
+      fs.write_bytes(prefix + suffix, fs.read_bytes(shared + suffix))
+    logging.info("Copied the sentencepiece model %s, trained on the same texts, to %s", shared + MODEL_SUFFIX, path)
+    return SentencePieceVocab.load(path)
+  vocab = train_sentencepiece(texts, prefix, vocab_size, **train_options)
+  for suffix in (VOCAB_SUFFIX, MODEL_SUFFIX):
+    fs.write_bytes(shared + suffix, fs.read_bytes(prefix + suffix))
+  return vocab
 
 
 def load_or_train_pair(workdir: str | os.PathLike, pairs_fn: Callable[[], Sequence[tuple[str, str]]],

@@ -63,6 +63,7 @@ HARMLESS = (
     "target",  # the deployment (its dtype shows up as model.dtype, which does change the run)
     "distributed",
     "data.dir",  # the same data, moved
+    "data.shared_cache_dir",  # where a vocabulary and token rows built from the same data are kept
     "data.tfds_data_dir",
 )
 

@@ -64,6 +64,7 @@ def get_config():
     d.vocab_size = 8000
     d.spm_model_type = "bpe"
     d.train_tokens = 0
+    d.shared_cache_dir = ".cache/wikipedia_lm"  # one vocabulary and one set of packed rows for every run here
   d.batch_size = TOKENS_PER_STEP // 256
   d.max_tokens = None
   config.model = ml_collections.ConfigDict(dict(

@@ -111,6 +111,28 @@ def test_load_or_train_reuses_the_cached_model(tmp_path):
   assert second == first and second.path == str(path)
 
 
+def test_runs_sharing_a_directory_train_one_model_per_texts_and_options(tmp_path, monkeypatch):
+  trained = []
+  real = tokenizer.train_sentencepiece
+
+  def counting(texts, prefix, size, **options):
+    trained.append(size)
+    return real(texts, prefix, size, **options)
+
+  monkeypatch.setattr(tokenizer, "train_sentencepiece", counting)
+  shared = tmp_path / "shared"
+  first = load_or_train(tmp_path / "run1", "spm", corpus, VOCAB_SIZE, shared_dir=shared)
+  second = load_or_train(tmp_path / "run2", "spm", corpus, VOCAB_SIZE, shared_dir=shared)
+  assert trained == [VOCAB_SIZE]  # the second run copied the first's model
+  assert (tmp_path / "run2" / "spm.model").read_bytes() == (tmp_path / "run1" / "spm.model").read_bytes()
+  assert (tmp_path / "run2" / "spm.vocab").exists() and second == first
+  # other texts, or other options, are another model: trained, and the same as one trained without sharing
+  other = load_or_train(tmp_path / "run3", "spm", lambda: corpus(seed=1), VOCAB_SIZE, shared_dir=shared)
+  load_or_train(tmp_path / "run4", "spm", corpus, VOCAB_SIZE - 10, shared_dir=shared)
+  assert trained == [VOCAB_SIZE, VOCAB_SIZE, VOCAB_SIZE - 10]
+  assert other == real(corpus(seed=1), None, VOCAB_SIZE) and other != first
+
+
 def test_load_or_train_refuses_a_cached_model_of_another_size(tmp_path):
   load_or_train(tmp_path, "spm", corpus, VOCAB_SIZE)
   with pytest.raises(ValueError, match=r"spm\.model.*80 pieces.*vocab_size=70"):

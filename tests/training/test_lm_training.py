@@ -43,3 +43,21 @@ def test_a_tiny_lm_trains_and_is_scored_in_bits_per_byte_of_its_held_out_text(tm
   saved = {p.name: json.loads(p.read_text()) for p in (tmp_path / "run").glob("metrics.test*.json")}
   assert saved["metrics.test.json"]["lm_loss"] == pytest.approx(scored["lm_loss"])
   assert saved["metrics.test.len64.json"]["loss_by_position"] == longer["loss_by_position"]
+
+
+def test_runs_sharing_a_cache_build_the_vocabulary_and_rows_once_and_get_the_same(tmp_path):
+  from attnjax.data.tasks import load_task  # pylint: disable=g-import-not-at-top
+  config = lm_fixture.tiny_lm_config(tmp_path / "data")
+  with config.data.unlocked():
+    config.data.shared_cache_dir = str(tmp_path / "shared")
+  first = load_task(config.data, str(tmp_path / "run1"))
+  rows = first.rows("train")
+  second = load_task(config.data, str(tmp_path / "run2"))
+  assert (tmp_path / "run2" / "spm.model").read_bytes() == (tmp_path / "run1" / "spm.model").read_bytes()
+  assert sorted(p.name.split(".")[1] for p in (tmp_path / "shared").glob("lm.*.npz")) == ["train"]
+  assert not list((tmp_path / "run1").glob("lm.*.npz"))  # the rows are kept once, in the shared directory
+  for key, value in second.rows("train").items():
+    np.testing.assert_array_equal(value, rows[key])
+  alone = load_task(lm_fixture.tiny_lm_config(tmp_path / "data").data, str(tmp_path / "alone"))
+  for key, value in alone.rows("train").items():  # what a run builds for itself
+    np.testing.assert_array_equal(value, rows[key])
