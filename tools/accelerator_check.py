@@ -321,6 +321,7 @@ def step_throughput(experiment: str, dry: bool, timed_steps: int, scale: int = 1
     state, metrics = compiled(state, batch)
   jax.block_until_ready(metrics)
   seconds = (time.perf_counter() - t0) / timed_steps
+  parts = _step_parts(model, state, sharding, batch, mesh, rules, config.train.label_smoothing, timed_steps)
   chip = _target_for(device.device_kind, device.platform)
   peak = chip.peak_flops if chip else None
   estimate = None
@@ -330,7 +331,59 @@ def step_throughput(experiment: str, dry: bool, timed_steps: int, scale: int = 1
           "fused_attention": sorted({call[0] for call in calls}) or ["none"],
           "step_seconds": seconds, "tokens_per_s": per_device * c / seconds, "model_flops": flops,
           "flops_per_s": flops / seconds, "peak_flops": peak, "mfu": flops / seconds / peak if peak else None,
-          "aot_estimate_seconds": estimate, "memory_gib": memory["total"] / 2**30, "loss": float(metrics["loss"])}
+          "aot_estimate_seconds": estimate, "memory_gib": memory["total"] / 2**30, "loss": float(metrics["loss"]),
+          **parts}
+
+
+def _seconds(fn, args, repeats: int) -> float:
+  """Mean seconds of ``fn(*args)`` over ``repeats`` calls, after one that compiles and warms up."""
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.block_until_ready(fn(*args))
+  t0 = time.perf_counter()
+  for _ in range(repeats):
+    out = fn(*args)
+  jax.block_until_ready(out)
+  return (time.perf_counter() - t0) / repeats
+
+
+def _step_parts(model, state, sharding, batch, mesh, rules, label_smoothing, repeats) -> dict:
+  """Where a train step's time goes: the forward pass alone (evaluation mode) and the forward and backward passes
+  (training mode, dropout on) of the same batch; the rest of the step is the optimiser update and what surrounds
+  it. A step far from its estimate shows here whether the passes or the update hold the time."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from attnjax.runtime import partitioning  # pylint: disable=g-import-not-at-top
+  from attnjax.training import steps as steps_lib  # pylint: disable=g-import-not-at-top
+  forward = steps_lib.make_eval_step(model, state_sharding=sharding, mesh=mesh, rules=rules,
+                                     label_smoothing=label_smoothing)
+
+  @partitioning.traced_in(mesh, rules)
+  def gradients(params, batch):
+    def loss(p):
+      stats = steps_lib.seq2seq_loss_stats(model, p, batch, jax.random.PRNGKey(0), False,
+                                           label_smoothing=label_smoothing)
+      return stats["loss_sum"] / stats["ntokens"]
+    return jax.grad(loss)(params)
+
+  backward = jax.jit(gradients, in_shardings=(sharding.params, partitioning.batch_sharding(mesh, rules)),
+                     out_shardings=sharding.params)
+  return {"forward_seconds": _seconds(forward, (state.params, batch), repeats),
+          "forward_backward_seconds": _seconds(backward, (state.params, batch), repeats)}
+
+
+def matmul_peak(dry: bool) -> dict:
+  """The throughput of one large square matmul in the step's dtype: the chip's reachable peak, beside its published
+  one (an MFU against the published peak is also bounded by this ratio)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  device = jax.devices()[0]
+  dtype = jnp.float32 if device.platform == "cpu" else jnp.bfloat16
+  n = 256 if dry else 8192
+  a = jnp.ones((n, n), dtype) / n
+  seconds = _seconds(jax.jit(lambda x, y: x @ y), (a, a), 3 if dry else 20)
+  chip = _target_for(device.device_kind, device.platform)
+  peak = chip.peak_flops if chip else None
+  return {"n": n, "dtype": jnp.dtype(dtype).name, "flops_per_s": 2 * n**3 / seconds, "peak_flops": peak,
+          "of_peak": 2 * n**3 / seconds / peak if peak else None}
 
 
 # ---------------------------------------------------------------------------------------------------- 4. decoding
@@ -417,14 +470,24 @@ def markdown(report: dict) -> str:
   lines += ["", "Last loss: the mean of the last 10% of steps. Gap: the mean |bf16 - f32| loss over all steps over the f32 "
             f"curve's drop (first loss less last); tolerance {CURVE_TOLERANCE:.0%}.", "",
             "## Train step", "",
-            "| experiment | dtype | batch (rows, S, T) | fused attention | step (ms) | tokens/s | TFLOP/s | MFU | "
-            "AOT estimate (ms) | memory (GiB) |", "|---|---|---|---|---|---|---|---|---|---|"]
+            "| experiment | dtype | batch (rows, S, T) | fused attention | step (ms) | forward (ms) | forward + "
+            "backward (ms) | tokens/s | TFLOP/s | MFU | AOT estimate (ms) | memory (GiB) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
   for r in report.get("steps", []):
     estimate = None if r["aot_estimate_seconds"] is None else 1e3 * r["aot_estimate_seconds"]
+    parts = [_fmt(None if r.get(key) is None else 1e3 * r[key]) for key in ("forward_seconds",
+                                                                             "forward_backward_seconds")]
     lines.append(f"| {r['experiment']} | {r['dtype']} | {tuple(r['batch'])} | {', '.join(r['fused_attention'])} | "
-                 f"{1e3 * r['step_seconds']:.1f} | {r['tokens_per_s']:,.0f} | {r['flops_per_s'] / 1e12:.2f} | "
+                 f"{1e3 * r['step_seconds']:.1f} | {' | '.join(parts)} | {r['tokens_per_s']:,.0f} | "
+                 f"{r['flops_per_s'] / 1e12:.2f} | "
                  f"{_fmt(None if r['mfu'] is None else round(100 * r['mfu'], 1))}{'%' if r['mfu'] else ''} | "
                  f"{_fmt(estimate)} | {r['memory_gib']:.2f} |")
+  mm = report.get("matmul")
+  if mm:
+    of_peak = "" if mm["of_peak"] is None else f", {100 * mm['of_peak']:.0f}% of the published peak"
+    lines += ["", f"One {mm['n']}² {mm['dtype']} matmul: {mm['flops_per_s'] / 1e12:.1f} TFLOP/s{of_peak}. "
+              "Forward and forward + backward time the step's passes alone; the rest of a step is the optimiser "
+              "update."]
   d = report.get("decoding")
   lines += ["", "## Beam-4 decoding", ""]
   lines += ["—"] if d is None else [
@@ -482,6 +545,7 @@ def main(argv=None) -> int:
   # The quick sections first; the bfloat16 curves, the longest, last, each family written as it finishes.
   report["attention"] = section("attention", lambda: attention_check(dry), [])
   write()
+  report["matmul"] = section("matmul", lambda: matmul_peak(dry), None)
   report["steps"] = []
   for scale in (1, STEP_FILL_SCALE):
     for name in ("transformer_base", "transformer_big"):
