@@ -40,14 +40,42 @@ def test_the_range_where_a_law_holds_is_the_widest_run_of_neighbours_with_a_good
   assert lm_scaling.holding_range(x[:3], np.array([3.0, 1.0, 3.0])) is None
 
 
-def test_an_exponent_holds_within_two_standard_errors_of_the_quoted_one():
-  def fit(alpha, se, r2=0.99):
-    return {"alpha": alpha, "alpha_bootstrap_se": se, "alpha_se": se, "r2": r2, "span": 40.0}
+def test_an_exponent_holds_within_two_standard_errors_of_the_quoted_one_over_enough_span():
+  def fit(alpha, se, r2=0.99, span=40.0):
+    return {"alpha": alpha, "alpha_error": se, "r2": r2, "span": span}
   rows = lm_scaling.law_claims({"N": (fit(0.080, 0.003), None), "D": (fit(0.2, 0.01), None),
                                 "C": (fit(0.05, 0.01, r2=0.5), fit(0.052, 0.002))})
   assert [row[2] for row in rows] == ["holds", "power law, another exponent", "holds"]
   assert "(chosen range)" in rows[2][1]
+  rows = lm_scaling.law_claims({"N": (fit(0.080, 0.003, span=10.0), None), "D": (fit(0.095, 0.02), None),
+                                "C": (fit(0.05, 0.001, r2=0.9), None)})
+  assert [row[2] for row in rows] == ["inconclusive (over 10×, ± 0.003)", "inconclusive (over 40×, ± 0.020)",
+                                      "does not hold (no power law)"]
   assert lm_scaling.law_claims({})[0][2] == "not measured"
+
+
+def test_few_points_are_judged_on_the_residuals_error_and_a_flat_stretch_neither_crashes_nor_holds():
+  x = np.array([1e5, 3e5, 1e6])
+  loss = (1e9 / x) ** 0.1 * np.array([1.0, 1.01, 1.0])
+  fit = lm_scaling.fit_law(x, loss)
+  assert fit["alpha_bootstrap_se"] < 1e-12  # three points: every resample that keeps three is a reordering
+  assert fit["alpha_error"] == fit["alpha_se"] > 0.004
+  flat = lm_scaling.fit_law(x, [3.0, 2.999, 2.998])  # α ≈ 1.5e-4: N_c overflows, the line does not
+  assert flat["n_c"] == math.inf and math.isfinite(flat["intercept"])
+  assert lm_scaling.holding_range(x, np.array([3.0, 3.001, 3.002])) is None  # rising: no law of falling loss
+
+
+def test_the_frontiers_error_resamples_runs_not_their_correlated_evaluations():
+  # two runs whose curves lie on two parallel laws, each curve evaluated 12 times: resampling the points as if
+  # independent sees a near-perfect line; resampling the runs sees frontiers of one run or of both
+  curves = [{"run": run, "x": c, "loss": scale * c ** -0.1}
+            for run, scale, cs in (("a", 1.0, np.geomspace(1, 10, 12)), ("b", 0.9, np.geomspace(10, 100, 12)))
+            for c in cs]
+  points = lm_scaling.frontier(curves)
+  x, loss = [p["x"] for p in points], [p["loss"] for p in points]
+  by_points = lm_scaling.bootstrap_se(x, loss)
+  by_runs = lm_scaling.frontier_bootstrap_se(curves, min(x), max(x))
+  assert by_runs > 3 * by_points
 
 
 # ------------------------------------------------------------------------------------------ from the runs' workdirs

@@ -13,15 +13,18 @@ from attnjax.report import transfer
 from tests.markdown_tables import table_rows
 
 
-def _workdir(root, experiment: str, *, step: int, seconds: float, scores: dict | None = None, curve=()):
+def _workdir(root, experiment: str, *, step: int, seconds: float, scores: dict | None = None, curve=(),
+             older: dict | None = None):
   config = importlib.import_module("experiments." + experiment.replace("/", ".")).get_config()
   run = root / experiment / "single" / "default"
-  (run / "checkpoints" / str(step) / "meta").mkdir(parents=True)
-  (run / "checkpoints" / str(step) / "meta" / "metadata").write_text(json.dumps({"train_seconds": seconds}))
+  for s, t in {**(older or {}), step: seconds}.items():  # checkpoints: step -> training seconds
+    (run / "checkpoints" / str(s) / "meta").mkdir(parents=True)
+    (run / "checkpoints" / str(s) / "meta" / "metadata").write_text(json.dumps({"train_seconds": t}))
   (run / "config.json").write_text(config.to_json_best_effort())
   (run / "launch.json").write_text(json.dumps({"experiment_name": experiment, "point": "default", "status": "done"}))
   if scores is not None:
-    (run / "metrics.test.json").write_text(json.dumps({"split": "test", "step": step, **scores}))
+    best = scores.pop("step", step)
+    (run / "metrics.test.json").write_text(json.dumps({"split": "test", "step": best, **scores}))
   writer = SummaryWriter(str(run / "tensorboard"))
   for s, value in curve:
     writer.add_scalar("eval/f1", value, s)
@@ -34,7 +37,9 @@ EM = {"bilstm": 20.9, "bert_scratch": 7.1, "bert_from_mlm": 14.0, "bert_from_min
 
 def test_the_section_shows_each_reader_its_budget_the_seed_numbers_the_claim_and_the_goals(tmp_path):
   root = tmp_path / "runs" / "transfer"  # as `make transfer` lays it out: bert_from_mlm.py points there
-  mlm = _workdir(root, "wikipedia/bert_mlm", step=5000, seconds=4 * 3600.0)
+  # the readers load the run's best checkpoint (step 4000, scored by its evaluation), not its newest (5000)
+  mlm = _workdir(root, "wikipedia/bert_mlm", step=5000, seconds=4 * 3600.0, older={4000: 3.2 * 3600},
+                 scores={"step": 4000, "mlm_accuracy": 0.4, "mlm_loss": 3.0})
   configs = {}
   for i, reader in enumerate(EM):
     configs[reader] = _workdir(root, f"squad_transfer/{reader}", step=600 + i, seconds=3600.0,
@@ -45,9 +50,10 @@ def test_the_section_shows_each_reader_its_budget_the_seed_numbers_the_claim_and
           for row in table_rows(markdown, "## Transfer: readers from pre-trained encoders")}
   assert set(rows) == {"random/BiLSTM reader", "random/BERT reader", "wikipedia/bert_mlm/BERT reader (from "
                        "wikipedia/bert_mlm)", "all-MiniLM-L6-v2/BERT reader (from all-MiniLM-L6-v2)"}
-  tokens = 5000 * mlm.data.batch_size * mlm.data.seq_len  # 64 rows of 128 tokens a step
+  tokens = 4000 * mlm.data.batch_size * mlm.data.seq_len  # 64 rows of 128 tokens a step
   mine = rows["wikipedia/bert_mlm/BERT reader (from wikipedia/bert_mlm)"]
-  assert mine["pre-training"].startswith(f"4.0 h, 5,000 steps, {tokens / 1e6:.0f}M tokens")
+  assert mine["pre-training"].startswith(f"3.2 h, 4,000 steps, {tokens / 1e6:.0f}M tokens (its best checkpoint; "
+                                         "the run trained 4.0 h, 5,000 steps;")
   assert mine["test EM"] == "14.00" and mine["test F1"] == "24.00" and mine["seed EM (SQuAD v1.1)"] == "84.1"
   assert mine["fine-tuning"] == f"602 steps ({602 * configs['bert_from_mlm'].data.batch_size:,} questions), 1:00 (h:mm)"
   assert rows["random/BiLSTM reader"]["seed EM (SQuAD v1.1)"] == "71.3"
@@ -71,6 +77,17 @@ def test_the_section_shows_each_reader_its_budget_the_seed_numbers_the_claim_and
     ({"lstm": 20.9, "wikipedia/bert_mlm": 30.0}, "not measured", "not measured"),
 ])
 def test_the_claim_holds_only_when_every_pre_trained_reader_beats_scratch_and_the_lstm(ems, verdict, own_goal):
-  text = transfer._claim_and_goals({role: {"scores": {"exact_match": em}} for role, em in ems.items()})
+  text = transfer._claim_and_goals({role: [{"scores": {"exact_match": em}}] for role, em in ems.items()},
+                                   {"wikipedia/bert_mlm"})
   assert table_rows(text, "| claim")[0]["verdict"].startswith(verdict)
   assert f"scratch by 5 EM: {own_goal}" in text
+
+
+def test_seeds_of_one_reader_are_averaged_and_only_this_projects_pre_training_counts_as_its_own():
+  runs = lambda *ems: [{"scores": {"exact_match": em}} for em in ems]  # noqa: E731
+  by_role = {"lstm": runs(20.0, 22.0), "scratch": runs(6.0, 8.0), "bert-base-uncased": runs(30.0),
+             "all-MiniLM-L6-v2": runs(45.0)}
+  text = transfer._claim_and_goals(by_role, set())  # a published BERT is nobody's pre-training here
+  assert "BiLSTM 21.00 (mean of 2)" in text and "BERT from scratch 7.00 (mean of 2)" in text
+  assert "scratch by 5 EM: not measured." in text
+  assert "scratch by 5 EM: met (+23.00 EM)." in transfer._claim_and_goals(by_role, {"bert-base-uncased"})

@@ -112,7 +112,7 @@ class LmTaskData:
 
   def _cache_path(self, split):
     key = hashlib.sha256(json.dumps([str(self.path), self.heldout, self.split_seed, self.max_articles, self.seq_len,
-                                     self.vocab.model_proto.hex()[:64], len(self.vocab.model_proto),
+                                     hashlib.sha256(self.vocab.model_proto).hexdigest(),
                                      split]).encode()).hexdigest()[:16]
     return fs.join(self.shared_dir or self.workdir, f"lm.{split}.{key}.npz")
 

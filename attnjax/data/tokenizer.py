@@ -267,6 +267,9 @@ def train_sentencepiece(texts: Iterable[str], model_prefix: str | os.PathLike | 
   return vocab
 
 
+_TRAINER_DEFAULTS = dict(train_sentencepiece.__kwdefaults__)  # part of a shared model's key
+
+
 def load_or_train(workdir: str | os.PathLike, name: str, texts_fn: Callable[[], Iterable[str]], vocab_size: int, *,
                   shared_dir: str | os.PathLike | None = None, **train_options) -> SentencePieceVocab:
   """``<workdir>/<name>.model`` if it exists, else a model trained on ``texts_fn()`` and saved there.
@@ -296,7 +299,9 @@ def load_or_train(workdir: str | os.PathLike, name: str, texts_fn: Callable[[], 
   if shared_dir is None:
     return train_sentencepiece(texts_fn(), prefix, vocab_size, **train_options)
   texts = list(texts_fn())
-  digest = hashlib.sha256(json.dumps([name, vocab_size, sorted(train_options.items())], default=str).encode())
+  settings = [name, vocab_size, sorted({**_TRAINER_DEFAULTS, **train_options}.items()),
+              spm.__version__]  # what the trainer would use, defaults and version included
+  digest = hashlib.sha256(json.dumps(settings, default=str).encode())
   for text in texts:
     digest.update(text.encode("utf-8") + b"\0")
   shared = os.fspath(fs.join(shared_dir, f"{name}.{digest.hexdigest()[:16]}"))

@@ -15,12 +15,14 @@ Three laws, each a least-squares line of log L on log x, L in nats per token on 
   lower loss than every point of less compute, whichever model; L(C_min) is the fit over them. Kaplan et al. report
   α_C = 0.050 for this frontier (their C_min also corrects for the batch size, which is fixed here).
 
-Each fit gives α with two standard errors: the bootstrap one (points resampled with replacement, 2,000 times, a
-fixed seed; resamples with fewer than three distinct x left out), which the goal is judged on, and the residuals'
-(n − 2 degrees of freedom); and R². The local exponent between neighbouring points, −Δlog L / Δlog x, shows where
-a law bends. When the fit over all points misses R² ≥ 0.95, the section also fits the widest run of neighbouring
-points (at least three) where it holds, marked as a range chosen after seeing the losses. The goal: each law over at
-least 30× in x, with R² ≥ 0.95 and a bootstrap standard error ≤ 0.01.
+Each fit gives α with two standard errors: the bootstrap one (2,000 resamples with replacement, a fixed seed,
+resamples with fewer than three distinct x left out; the points for N and D, the runs for the frontier, whose
+neighbouring points are evaluations of one run) and the residuals' (n − 2 degrees of freedom). The larger of the two
+is the error stated and judged: with few points, resampling sees few distinct sets (with three, only their order).
+The local exponent between neighbouring points, −Δlog L / Δlog x, shows where a law bends. When the fit over all
+points misses R² ≥ 0.95, the section also fits the widest run of neighbouring points (at least three, falling) where
+it holds, marked as a range chosen after seeing the losses. The goal: each law over at least 30× in x, with R² ≥
+0.95 and a standard error ≤ 0.01. Only runs their launcher marked done (or run without one) count.
 
 Position extrapolation, sweep ``positional``: each run's validation loss over the positions of rows longer than its
 training rows (``python -m attnjax.evaluate --eval seq_len=N``, written to ``metrics.validation.len<N>.json``), per
@@ -59,30 +61,52 @@ def bootstrap_se(x, loss, *, samples: int = BOOTSTRAP, seed: int = 0) -> float |
   return float(np.std(alphas, ddof=1)) if len(alphas) > 1 else None
 
 
-def fit_law(x, loss) -> dict | None:
-  """:func:`fit_power_law` plus ``alpha_bootstrap_se`` and ``span`` (largest x / smallest); None below 3 distinct x."""
+def frontier_bootstrap_se(curves: list[dict], lo: float, hi: float, *, samples: int = BOOTSTRAP,
+                          seed: int = 0) -> float | None:
+  """For the compute frontier, whose neighbouring points are evaluations of one run and not independent: the
+  standard deviation of α over the frontiers of the runs resampled with replacement, each fitted over [lo, hi]."""
+  runs = sorted({p["run"] for p in curves})
+  by_run = {run: [p for p in curves if p["run"] == run] for run in runs}
+  rng = np.random.default_rng(seed)
+  alphas = []
+  for _ in range(samples):
+    picked = [p for i in rng.integers(0, len(runs), len(runs)) for p in by_run[runs[i]]]
+    kept = [p for p in frontier(picked) if lo <= p["x"] <= hi]
+    if len({p["x"] for p in kept}) >= 3:
+      alphas.append(fit_power_law([p["x"] for p in kept], [p["loss"] for p in kept])["alpha"])
+  return float(np.std(alphas, ddof=1)) if len(alphas) > 1 else None
+
+
+def fit_law(x, loss, *, bootstrap: float | None = None) -> dict | None:
+  """:func:`fit_power_law` plus ``alpha_bootstrap_se`` (the points resampled, unless ``bootstrap`` gives it),
+  ``alpha_error`` (the larger of it and the residuals' standard error: with few points resampling sees too few
+  distinct sets, and with three only their order) and ``span`` (largest x / smallest); None below 3 distinct x."""
   try:
     fit = fit_power_law(x, loss)
   except ValueError:
     return None
-  return {**fit, "alpha_bootstrap_se": bootstrap_se(x, loss), "span": float(max(x) / min(x))}
+  boot = bootstrap_se(x, loss) if bootstrap is None else bootstrap
+  return {**fit, "alpha_bootstrap_se": boot, "alpha_error": max(fit["alpha_se"], boot or 0.0),
+          "span": float(max(x) / min(x))}
 
 
 def holding_range(x, loss, *, r2: float = GOAL["r2"]) -> tuple[int, int] | None:
-  """``(i, j)``: the neighbouring points ``x[i:j]`` (at least 3) spanning the largest ratio in x whose fit has R² ≥
-  ``r2``; None when no such run exists."""
+  """``(i, j)``: the neighbouring points ``x[i:j]`` (at least 3) spanning the largest ratio in x whose fit falls
+  (α > 0) with R² ≥ ``r2``; None when no such run exists."""
   best = None
   for i in range(len(x)):
     for j in range(i + 3, len(x) + 1):
-      if len(set(x[i:j])) >= 3 and fit_power_law(x[i:j], loss[i:j])["r2"] >= r2 and (
-          best is None or x[j - 1] / x[i] > x[best[1] - 1] / x[best[0]]):
+      if len(set(x[i:j])) < 3:
+        continue
+      fit = fit_power_law(x[i:j], loss[i:j])
+      if fit["alpha"] > 0 and fit["r2"] >= r2 and (best is None or x[j - 1] / x[i] > x[best[1] - 1] / x[best[0]]):
         best = (i, j)
   return best
 
 
 def meets_goal(fit: dict | None) -> bool:
-  se = (fit or {}).get("alpha_bootstrap_se")
-  return bool(fit) and fit["span"] >= GOAL["span"] and fit["r2"] >= GOAL["r2"] and se is not None and se <= GOAL["se"]
+  return (bool(fit) and fit["span"] >= GOAL["span"] and fit["r2"] >= GOAL["r2"]
+          and fit["alpha_error"] <= GOAL["se"])
 
 
 # ---------------------------------------------------------------------------------------------------- the points
@@ -98,8 +122,8 @@ def _tokens_per_step(config: dict) -> int:
 
 
 def _finished(record: dict) -> bool:
-  state = record["state"]
-  return state not in ("running", "pending", "failed") and not state.startswith("unreadable")
+  """Done by its launcher's word (or run without one), and readable: a run still going has a partial curve."""
+  return record.get("status") in (None, "done") and not record["state"].startswith("unreadable")
 
 
 def law_points(records: list[dict]) -> dict[str, dict]:
@@ -162,8 +186,9 @@ def _number(x: float, law: str) -> str:
 
 
 def _fit_text(fit: dict, law: str, what: str) -> str:
-  return (f"{what}: **α = {fit['alpha']:.3f} ± {fit['alpha_bootstrap_se']:.3f}** (bootstrap; ± "
-          f"{fit['alpha_se']:.3f} from the residuals), R² = {fit['r2']:.3f}, over {fit['points']} points spanning "
+  boot = "—" if fit["alpha_bootstrap_se"] is None else f"{fit['alpha_bootstrap_se']:.3f}"
+  return (f"{what}: **α = {fit['alpha']:.3f} ± {fit['alpha_error']:.3f}** (the larger of the bootstrap's {boot} "
+          f"and the residuals' {fit['alpha_se']:.3f}), R² = {fit['r2']:.3f}, over {fit['points']} points spanning "
           f"{fit['span']:.0f}× in {law}; Kaplan et al.: α = {QUOTED[law]}.")
 
 
@@ -180,16 +205,23 @@ def _table(law: str, points: list[dict]) -> list[str]:
   return lines
 
 
-def law_section(law: str, points: list[dict], plot: str) -> tuple[str, dict | None, dict | None]:
+def law_section(law: str, points: list[dict], plot: str,
+                curves: list[dict] | None = None) -> tuple[str, dict | None, dict | None]:
   """The markdown of one law (its points, the fit over all, and over the range where it holds when that differs),
-  with the fits (all points; the chosen range or None)."""
+  with the fits (all points; the chosen range or None). ``curves``: for the compute frontier, every evaluation, whose
+  runs are resampled for the bootstrap."""
+
+  def fit_over(i, j):
+    boot = None if curves is None else frontier_bootstrap_se(curves, x[i], x[j - 1])
+    return fit_law(x[i:j], loss[i:j], bootstrap=boot)
+
   title = _TITLES[law][0]
   lines = [f"### {title}", ""]
   if law == "C":
     lines += ["The frontier's evaluations (lower loss than every evaluation of less compute):", ""]
   lines += _table(law, points) + [""]
   x, loss = [p["x"] for p in points], [p["loss"] for p in points]
-  fit = fit_law(x, loss)
+  fit = fit_over(0, len(x))
   if fit is None:
     return "\n".join(lines + [f"No fit: {len(points)} point(s), a fit needs 3 distinct.", ""]), None, None
   lines.append(_fit_text(fit, law, "Fit over all points"))
@@ -201,12 +233,12 @@ def law_section(law: str, points: list[dict], plot: str) -> tuple[str, dict | No
                 "power law here."]
     else:
       i, j = kept
-      chosen = {**fit_law(x[i:j], loss[i:j]), "range": (x[i], x[j - 1])}
+      chosen = {**fit_over(i, j), "range": (x[i], x[j - 1])}
       lines += ["", f"The law bends: it holds from {law} = {_number(x[i], law)} ({points[i]['point']}) to "
                 f"{_number(x[j - 1], law)} ({points[j - 1]['point']}), a range chosen after seeing the losses. "
                 + _fit_text(chosen, law, "Fit over that range")]
   judged = chosen or fit
-  lines += ["", f"Goal (≥ {GOAL['span']:.0f}× in {law}, R² ≥ {GOAL['r2']}, bootstrap SE ≤ {GOAL['se']}): "
+  lines += ["", f"Goal (≥ {GOAL['span']:.0f}× in {law}, R² ≥ {GOAL['r2']}, standard error ≤ {GOAL['se']}): "
             f"{'met' if meets_goal(judged) else 'not met'}.", "", f"![{title}]({plot})", ""]
   return "\n".join(lines), fit, chosen
 
@@ -225,9 +257,8 @@ def plot_law(law: str, points: list[dict], fits: tuple[dict | None, dict | None]
   for fit, style, what in ((fits[0], "-", "all points"), (fits[1], "--", "chosen range")):
     if fit:
       grid = np.geomspace(*fit.get("range", (x.min(), x.max())), 50)
-      intercept = fit["alpha"] * math.log(fit["n_c"])
-      ax.loglog(grid, np.exp(intercept - fit["alpha"] * np.log(grid)), style,
-                label=f"{what}: α = {fit['alpha']:.3f} ± {fit['alpha_bootstrap_se']:.3f}")
+      ax.loglog(grid, np.exp(fit["intercept"] - fit["alpha"] * np.log(grid)), style,
+                label=f"{what}: α = {fit['alpha']:.3f} ± {fit['alpha_error']:.3f}")
   from matplotlib import ticker  # pylint: disable=g-import-not-at-top
   for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):  # less than a decade: plain numbers
     axis(ticker.FormatStrFormatter("%.2f"))
@@ -280,9 +311,10 @@ def extrapolation_table(rows: list[dict]) -> str:
 
 
 def law_claims(fits: dict[str, tuple[dict | None, dict | None]]) -> list[list[str]]:
-  """A row per exponent: the claim, the evidence, the verdict. An exponent "holds" when a power law fits (R² ≥ 0.95
-  over the fitted range) and Kaplan et al.'s α lies within two bootstrap standard errors of ours; "power law, another
-  exponent" when only the first holds."""
+  """A row per exponent: the claim, the evidence, the verdict. "does not hold" when no power law fits (R² < 0.95
+  over the fitted range); "inconclusive" when one fits but over less than 30× or with a standard error above 0.01;
+  else "holds" when Kaplan et al.'s α lies within two standard errors of ours, and "power law, another exponent"
+  when it does not."""
   rows = []
   for law, symbol in (("N", "N"), ("D", "D"), ("C", "C_min")):
     fit, chosen = fits.get(law, (None, None))
@@ -291,10 +323,14 @@ def law_claims(fits: dict[str, tuple[dict | None, dict | None]]) -> list[list[st
     if judged is None:
       rows.append([claim, "fewer than 3 points", "not measured"])
       continue
-    se = judged["alpha_bootstrap_se"] or judged["alpha_se"]
+    se = judged["alpha_error"]
     distance = abs(judged["alpha"] - QUOTED[law]) / se if se else math.inf
-    verdict = ("does not hold (no power law)" if judged["r2"] < GOAL["r2"] else
-               "holds" if distance <= 2 else "power law, another exponent")
+    if judged["r2"] < GOAL["r2"]:
+      verdict = "does not hold (no power law)"
+    elif not meets_goal(judged):
+      verdict = f"inconclusive (over {judged['span']:.0f}×, ± {se:.3f})"
+    else:
+      verdict = "holds" if distance <= 2 else "power law, another exponent"
     rows.append([claim, f"α = {judged['alpha']:.3f} ± {se:.3f}, R² {judged['r2']:.3f} over {judged['span']:.0f}×"
                  f"{' (chosen range)' if chosen else ''}; {distance:.1f} SE from {QUOTED[law]}", verdict])
   return rows
@@ -332,19 +368,20 @@ def sections(records: list[dict], out: fs.PathLike) -> list[str]:
       if not points:
         continue
       plot = f"lm_scaling_{law}_{name.replace('/', '_')}.png"
-      text, fit, chosen = law_section(law, points, plot)
+      text, fit, chosen = law_section(law, points, plot, curves=laws["C"] if law == "C" else None)
       fits[law] = (fit, chosen)
       plot_law(law, points, fits[law], fs.join(out, plot), curves=laws["C"] if law == "C" else None)
       parts.append(text)
     claims += [[name] + row for row in law_claims(fits)]
     runs = [r for r in records if r.get("kind") == "lm" and (r["experiment_name"] or r["run"]) == name
             and r.get("sweep") in ("size", "data", "positional")]
-    hours = sum(r.get("train_seconds") or 0.0 for r in runs) / 3600
+    timed = [r["train_seconds"] for r in runs if r.get("train_seconds")]
+    untimed = f"; {len(runs) - len(timed)} without a recorded time" if len(timed) < len(runs) else ""
     result.append(f"## Scaling laws: {name}\n\nKaplan et al. (2020)'s three laws measured on this language model; "
                   "how each is measured is in `attnjax/report/lm_scaling.py`. The study's "
-                  f"{len(runs)} runs (sweeps `size`, `data` and `positional`) trained for {hours:.1f} hours in all "
-                  "(over their restarts, evaluations during training included; each newest checkpoint's "
-                  "bookkeeping).\n\n" + "\n".join(parts))
+                  f"{len(timed)} runs (sweeps `size`, `data` and `positional`) trained for {sum(timed) / 3600:.1f} "
+                  "hours in all (over their restarts, evaluations during training included; each newest "
+                  f"checkpoint's bookkeeping{untimed}).\n\n" + "\n".join(parts))
   if extrapolation:
     result.append("## Position extrapolation: language models\n\nValidation loss by range of positions, on rows "
                   "longer than the training rows (`python -m attnjax.evaluate --eval seq_len=N`).\n\n"

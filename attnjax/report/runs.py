@@ -355,12 +355,17 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
 def _training(workdir: epath.Path) -> tuple[int | None, float | None]:
   """``(step, seconds)``: the newest checkpoint's step and the training time it keeps (``train_seconds``, summed over
   the run's restarts, in the JSON ``meta`` item of :mod:`attnjax.runtime.checkpointing`); None where unknown."""
-  steps = sorted((int(p.name) for p in (workdir / "checkpoints").glob("*") if p.name.isdigit()), reverse=True)
-  for step in steps:
-    meta, _ = _read_json_file(workdir / "checkpoints" / str(step) / "meta" / "metadata")
-    if isinstance((meta or {}).get("train_seconds"), (int, float)):
-      return step, float(meta["train_seconds"])
-  return (steps[0] if steps else None), None
+  steps = [int(p.name) for p in (workdir / "checkpoints").glob("*") if p.name.isdigit()]
+  if not steps:
+    return None, None
+  return max(steps), checkpoint_seconds(workdir, max(steps))
+
+
+def checkpoint_seconds(workdir: fs.PathLike, step: int) -> float | None:
+  """The training time (over restarts) a run's checkpoint of ``step`` keeps, or None."""
+  meta, _ = _read_json_file(fs.path(workdir) / "checkpoints" / str(step) / "meta" / "metadata")
+  seconds = (meta or {}).get("train_seconds")
+  return float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else None
 
 
 def _parameters(config: dict, workdir: epath.Path, run: str) -> int | None:

@@ -51,8 +51,9 @@ def non_embedding_params(config: dict, *, embeddings: bool = False, vocab_size: 
 
 
 def fit_power_law(n, loss) -> dict:
-  """Least-squares fit of ``log loss = a + b log n``: ``{"alpha" (−b), "alpha_se", "n_c" (exp(a / α)), "r2",
-  "points"}``. Needs at least 3 points of distinct ``n`` (2 would leave no residual to estimate the error)."""
+  """Least-squares fit of ``log loss = a + b log n``: ``{"alpha" (−b), "alpha_se", "intercept" (a), "n_c"
+  (exp(a / α); inf where that overflows, as for a flat curve), "r2", "points"}``. Needs at least 3 points of distinct
+  ``n`` (2 would leave no residual to estimate the error)."""
   x, y = np.log(np.asarray(n, np.float64)), np.log(np.asarray(loss, np.float64))
   if x.size < 3 or np.unique(x).size < 3:
     raise ValueError(f"fit_power_law: need at least 3 distinct sizes, got {np.unique(x).size}")
@@ -65,7 +66,11 @@ def fit_power_law(n, loss) -> dict:
   se = math.sqrt(float(np.sum(residuals ** 2)) / dof / sxx)
   total = float(np.sum((y - ym) ** 2))
   alpha = -slope
-  return {"alpha": alpha, "alpha_se": se, "n_c": math.exp(intercept / alpha) if alpha else math.inf,
+  try:
+    n_c = math.exp(intercept / alpha) if alpha else math.inf
+  except OverflowError:  # |α| tiny: the law's scale is beyond any number (the fitted line itself is fine)
+    n_c = math.inf
+  return {"alpha": alpha, "alpha_se": se, "intercept": float(intercept), "n_c": n_c,
           "r2": 1.0 - float(np.sum(residuals ** 2)) / total if total else 1.0, "points": int(x.size)}
 
 
@@ -147,13 +152,13 @@ def plot_scaling(name: str, points: list[dict], path: fs.PathLike) -> None:
   try:
     fit = fit_power_law(n, loss)
     grid = np.geomspace(n.min(), n.max(), 50)
-    ax.loglog(grid, (fit["n_c"] / grid) ** fit["alpha"], "-",
+    ax.loglog(grid, np.exp(fit["intercept"] - fit["alpha"] * np.log(grid)), "-",
               label=f"(N_c / N)^α, all sizes: α = {fit['alpha']:.3f} ± {fit['alpha_se']:.3f}")
     k = falling_range(loss)
     if 3 <= k < n.size:
       head = fit_power_law(n[:k], loss[:k])
       grid = np.geomspace(n.min(), n[k - 1], 50)
-      ax.loglog(grid, (head["n_c"] / grid) ** head["alpha"], "--",
+      ax.loglog(grid, np.exp(head["intercept"] - head["alpha"] * np.log(grid)), "--",
                 label=f"up to the lowest loss ({k} sizes): α = {head['alpha']:.3f} ± {head['alpha_se']:.3f}")
   except ValueError:
     pass

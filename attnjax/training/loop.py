@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import signal
 import time
 
@@ -259,9 +260,9 @@ EARLY_STOPPING_KEYS = ("best_step", "best_value", "evals_since_best")
 def early_stopping(record: dict, step: int, value: float, mode: str) -> dict:
   """The early-stopping record (kept in each checkpoint's bookkeeping) after an evaluation at ``step`` gave
   ``value`` of the best metric: the best step and value so far, and the evaluations since it (0: this one is the
-  best; a tie is no improvement)."""
+  best; a tie, or NaN, is no improvement)."""
   best = record.get("best_value")
-  if best is None or (value > best if mode == "max" else value < best):
+  if not math.isnan(value) and (best is None or (value > best if mode == "max" else value < best)):
     return {"best_step": step, "best_value": float(value), "evals_since_best": 0}
   return {**record, "evals_since_best": record.get("evals_since_best", 0) + 1}
 

@@ -23,6 +23,8 @@ def test_the_record_follows_a_hand_counted_sequence():
   for i, value in enumerate(SCRIPT):
     record = early_stopping(record, 5 * (i + 1), value, "min")
     assert (record["best_step"], record["best_value"], record["evals_since_best"]) == expected[i]
+  nan = early_stopping({}, 1, float("nan"), "min")  # a diverged first evaluation is never the best
+  assert nan["evals_since_best"] == 1 and early_stopping(nan, 2, 3.0, "min")["best_value"] == 3.0
   record = early_stopping({}, 1, 0.5, "max")
   assert early_stopping(record, 2, 0.6, "max")["evals_since_best"] == 0
   assert early_stopping(record, 2, 0.4, "max")["evals_since_best"] == 1
