@@ -29,7 +29,7 @@ TEXT_SOURCE_KEYS = ("dir", "src_lang", "tgt_lang", "splits", "max_chars", "path"
                     # masked-LM pre-training (attnjax.data.mlm)
                     "vocab_file", "lowercase", "seq_len", "max_predictions", "mask_rate", "max_articles",
                     # language modelling (attnjax.data.lm)
-                    "spm_train_chars", "train_tokens")
+                    "spm_train_chars", "train_tokens", "shared_cache_dir")
 DECODERS = ("greedy", "beam")
 # What eval.metrics may ask for, by task kind (empty eval.metrics = the task's own list, see attnjax.data.tasks).
 DECODING_METRICS = ("exact_match", "bleu", "chrf", "ter", "meteor", "rouge")
