@@ -453,6 +453,7 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
         stop, out_of_time = preemption.agreed(
             bool(t.time_limit_minutes) and train_seconds() > 60 * t.time_limit_minutes)
       evaluate_now = step % t.eval_every == 0 or step == t.steps or out_of_time
+      seconds = train_seconds()
       if evaluate_now and not stop:
         where(f"evaluating step {step}")
         last_eval, signatures = exp.evaluate(limit=config.eval.num_decode_examples)
@@ -463,14 +464,14 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
         if t.get("patience"):
           stopping = early_stopping(stopping, step, last_eval[t.best_metric], t.best_mode)
           stopped_early = stopping["evals_since_best"] >= t.patience
-      meta = {"train_seconds": train_seconds(), **stopping}
-      if evaluate_now and not stop:
         where(f"saving step {step}")
-        exp.checkpointer.save(step, exp.state, exp.train_batches.state(), metrics=last_eval, force=True, meta=meta)
+        exp.checkpointer.save(step, exp.state, exp.train_batches.state(), metrics=last_eval, force=True,
+                              meta={"train_seconds": seconds, **stopping})
         window_start = time.perf_counter()  # evaluation time is not training throughput
       elif step % t.checkpoint_every == 0 or stop:
         where(f"saving step {step}")
-        exp.checkpointer.save(step, exp.state, exp.train_batches.state(), force=True, meta=meta)
+        exp.checkpointer.save(step, exp.state, exp.train_batches.state(), force=True,
+                              meta={"train_seconds": seconds, **stopping})
       if stop:
         logging.warning("preempted: checkpoint of step %d written, exiting", step)
         break
