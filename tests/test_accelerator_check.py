@@ -32,13 +32,14 @@ def test_the_dry_run_measures_every_section_and_writes_both_reports(tmp_path):
     assert row["tokens_per_s"] > 0 and row["model_flops"] > 0 and row["mfu"] is None  # no published CPU peak
     assert row["tokens_per_s"] == pytest.approx(row["batch"][0] * row["batch"][2] / row["step_seconds"])
     assert 0 < row["forward_seconds"] < row["forward_backward_seconds"]  # the backward pass costs more than nothing
+    assert row["forward_backward_no_dropout_seconds"] > 0 and row["forward_backward_rbg_seconds"] > 0
   assert report["matmul"]["n"] == 256 and report["matmul"]["flops_per_s"] > 0 and report["matmul"]["of_peak"] is None
   assert report["decoding"]["sentences_per_s"] > 0 and report["decoding"]["beam"] == 4
   text = (tmp_path / "accelerator_check.md").read_text()
   for heading in ("## Fused attention", "## bfloat16 training", "## Train step", "## Beam-4 decoding"):
     assert heading in text
   assert f"JAX {report['machine']['jax']}" in text and "Overall: **pass**" in text
-  assert "| forward (ms) | forward + backward (ms) |" in text and "One 256² float32 matmul" in text
+  assert "| forward (ms) | forward + backward (ms) | no dropout (ms) | rbg dropout (ms) |" in text and "One 256² float32 matmul" in text
 
 
 @pytest.mark.parametrize("name", ["gpu-8xh100", "gpu-2x8xh100", "gpu-1xh100", "gpu-1xh200"])

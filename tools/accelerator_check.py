@@ -356,18 +356,23 @@ def _step_parts(model, state, sharding, batch, mesh, rules, label_smoothing, rep
   forward = steps_lib.make_eval_step(model, state_sharding=sharding, mesh=mesh, rules=rules,
                                      label_smoothing=label_smoothing)
 
-  @partitioning.traced_in(mesh, rules)
-  def gradients(params, batch):
-    def loss(p):
-      stats = steps_lib.seq2seq_loss_stats(model, p, batch, jax.random.PRNGKey(0), False,
-                                           label_smoothing=label_smoothing)
-      return stats["loss_sum"] / stats["ntokens"]
-    return jax.grad(loss)(params)
+  def passes(key, deterministic):
+    @partitioning.traced_in(mesh, rules)
+    def gradients(params, batch):
+      def loss(p):
+        stats = steps_lib.seq2seq_loss_stats(model, p, batch, key, deterministic, label_smoothing=label_smoothing)
+        return stats["loss_sum"] / stats["ntokens"]
+      return jax.grad(loss)(params)
+    backward = jax.jit(gradients, in_shardings=(sharding.params, partitioning.batch_sharding(mesh, rules)),
+                       out_shardings=sharding.params)
+    return _seconds(backward, (state.params, batch), repeats)
 
-  backward = jax.jit(gradients, in_shardings=(sharding.params, partitioning.batch_sharding(mesh, rules)),
-                     out_shardings=sharding.params)
   return {"forward_seconds": _seconds(forward, (state.params, batch), repeats),
-          "forward_backward_seconds": _seconds(backward, (state.params, batch), repeats)}
+          "forward_backward_seconds": passes(jax.random.PRNGKey(0), False),
+          # the dropout masks' share: the same passes with no dropout, and with masks drawn by the "rbg" generator
+          # (the hardware-friendly one large-scale trainers switch to) instead of threefry
+          "forward_backward_no_dropout_seconds": passes(jax.random.PRNGKey(0), True),
+          "forward_backward_rbg_seconds": passes(jax.random.key(0, impl="rbg"), False)}
 
 
 def matmul_peak(dry: bool) -> dict:
@@ -471,12 +476,14 @@ def markdown(report: dict) -> str:
             f"curve's drop (first loss less last); tolerance {CURVE_TOLERANCE:.0%}.", "",
             "## Train step", "",
             "| experiment | dtype | batch (rows, S, T) | fused attention | step (ms) | forward (ms) | forward + "
-            "backward (ms) | tokens/s | TFLOP/s | MFU | AOT estimate (ms) | memory (GiB) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "backward (ms) | no dropout (ms) | rbg dropout (ms) | tokens/s | TFLOP/s | MFU | AOT estimate (ms) | "
+            "memory (GiB) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
   for r in report.get("steps", []):
     estimate = None if r["aot_estimate_seconds"] is None else 1e3 * r["aot_estimate_seconds"]
-    parts = [_fmt(None if r.get(key) is None else 1e3 * r[key]) for key in ("forward_seconds",
-                                                                             "forward_backward_seconds")]
+    parts = [_fmt(None if r.get(key) is None else 1e3 * r[key])
+             for key in ("forward_seconds", "forward_backward_seconds", "forward_backward_no_dropout_seconds",
+                         "forward_backward_rbg_seconds")]
     lines.append(f"| {r['experiment']} | {r['dtype']} | {tuple(r['batch'])} | {', '.join(r['fused_attention'])} | "
                  f"{1e3 * r['step_seconds']:.1f} | {' | '.join(parts)} | {r['tokens_per_s']:,.0f} | "
                  f"{r['flops_per_s'] / 1e12:.2f} | "
@@ -487,7 +494,8 @@ def markdown(report: dict) -> str:
     of_peak = "" if mm["of_peak"] is None else f", {100 * mm['of_peak']:.0f}% of the published peak"
     lines += ["", f"One {mm['n']}² {mm['dtype']} matmul: {mm['flops_per_s'] / 1e12:.1f} TFLOP/s{of_peak}. "
               "Forward and forward + backward time the step's passes alone; the rest of a step is the optimiser "
-              "update."]
+              "update. No dropout and rbg dropout time the forward and backward passes again, without dropout and "
+              "with its masks drawn by the rbg generator instead of threefry: the share of the masks' random bits."]
   d = report.get("decoding")
   lines += ["", "## Beam-4 decoding", ""]
   lines += ["—"] if d is None else [
