@@ -148,7 +148,8 @@ def warm_start(exp, source: str, at_minutes: float | None) -> tuple[int, dict]:
 def encoder_params(source: str) -> dict:
   """A pre-trained BERT encoder's parameters (host arrays): from a Hugging Face checkpoint directory (``config.json``
   and ``model.safetensors``, validated by :mod:`attnjax.transfer.bert`), or from an attnjax workdir whose model has
-  a ``bert`` encoder (a masked-LM pre-training run, a fine-tuned reader): its best checkpoint's ``bert``."""
+  a ``bert`` encoder (a masked-LM pre-training run, a fine-tuned reader): its best checkpoint's ``bert``. From a
+  masked-LM run, which trains token type 0 only, every token type starts as type 0."""
   if fs.exists(fs.join(source, "config.json")) and fs.exists(fs.join(source, "model.safetensors")):
     from attnjax.transfer import bert  # pylint: disable=g-import-not-at-top
     config = bert.read_config(source)
@@ -165,6 +166,13 @@ def encoder_params(source: str) -> dict:
     raise ValueError(f"train.init_encoder_from={source}: its model ({loaded.config.model.name}) has no BERT encoder")
   params = jax.tree_util.tree_map(np.asarray, jax.device_get(loaded.params["bert"]))
   params.pop("pooler", None)
+  if loaded.config.model.name == "bert_mlm":
+    # masked-LM pre-training feeds token type 0 only (no sentence pairs): the other types' rows never left their
+    # random init. A reader gives its context type 1, so those rows start as the trained one.
+    types = params["token_type_embeddings"]["embedding"]
+    params["token_type_embeddings"]["embedding"] = np.broadcast_to(types[:1], types.shape).copy()
+    logging.info("%s: token types 1-%d start as type 0 (masked-LM pre-training trains type 0 only)", source,
+                 types.shape[0] - 1)
   return params
 
 

@@ -108,3 +108,11 @@ def test_a_tiny_bert_pre_trains_through_the_train_step_and_beats_the_frequency_b
   from attnjax.training import warm_start  # pylint: disable=g-import-not-at-top
   encoder = warm_start.encoder_params(str(tmp_path / "run"))
   assert "word_embeddings" in encoder and "pooler" not in encoder and "layer_1" in encoder
+  # pre-training saw token type 0 only: the reader's type 1 (its context) starts as the trained type 0, and the
+  # other parameters are the checkpoint's own
+  from attnjax import inference  # pylint: disable=g-import-not-at-top
+  saved = inference.load_workdir(str(tmp_path / "run"), checkpoint="best").params["bert"]
+  trained = np.asarray(saved["token_type_embeddings"]["embedding"])
+  assert not np.array_equal(trained[0], trained[1])  # the saved type 1 is its random init
+  np.testing.assert_array_equal(encoder["token_type_embeddings"]["embedding"], trained[[0, 0]])
+  np.testing.assert_array_equal(encoder["word_embeddings"]["embedding"], saved["word_embeddings"]["embedding"])
