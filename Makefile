@@ -165,6 +165,8 @@ scaling: $(VENV)/.installed
 TRANSFER ?= runs/transfer
 TRANSFER_READERS = bilstm bert_scratch bert_from_mlm bert_from_minilm
 transfer: $(VENV)/.installed minilm
+	@test "$(TRANSFER)" = runs/transfer || { echo "make transfer: TRANSFER must be runs/transfer, where" \
+	  "experiments/squad_transfer/bert_from_mlm.py reads the masked-LM run (its MLM_WORKDIR)"; exit 2; }
 	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER) --experiment=experiments/wikipedia/bert_mlm.py \
 	  --split=test
 	set -e; for reader in $(TRANSFER_READERS); do \

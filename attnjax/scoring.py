@@ -69,6 +69,16 @@ def predict_and_score_spans(predictor: inference.SpanPredictor, params, examples
   return Predictions(inference.broadcast_json(scores), {}, answers=answers)
 
 
+def question_scores(predictions, examples, version: str) -> dict[str, list]:
+  """Question id -> ``[exact match, F1, paragraph]`` (scores in [0, 1]; paragraph: the index of the question's
+  context among the split's distinct contexts, in order), for paired comparisons of two readers that resample
+  paragraphs, whose questions are not independent."""
+  paragraphs: dict[str, int] = {}
+  where = {example.qid: paragraphs.setdefault(example.context, len(paragraphs)) for example in examples}
+  scores = metrics_lib.squad_question_scores(predictions, squad.gold_answers(examples), version=version)
+  return {qid: [em, f1, where[qid]] for qid, (em, f1) in scores.items()}
+
+
 def score_spans(predictions, examples, names, version: str) -> dict[str, float]:
   """SQuAD EM / F1 (official normalisation, max over gold answers; v2.0 adds the HasAns / NoAns breakdown)."""
   scores = metrics_lib.squad_scores(predictions, squad.gold_answers(examples), version=version)
@@ -173,9 +183,11 @@ def evaluate_checkpoint(workdir: str, *, split: str = "test", checkpoint: str = 
         inference.SpanPredictor(loaded.model, loaded.mesh), loaded.params, encoded, names, version,
         max_question_len=q_len, max_context_len=c_len, batch_size=e.batch_size)
     out_path = fs.join(workdir, f"predictions.{split}.{tag}.json")
+    per_question = fs.join(workdir, f"question_scores.{split}.{tag}.json")
     if jax.process_index() == 0:
       fs.write_json(out_path, predictions.answers, indent=1)
-    result.update(predictions.scores, predictions=str(out_path))
+      fs.write_json(per_question, question_scores(predictions.answers, encoded, version))
+    result.update(predictions.scores, predictions=str(out_path), question_scores=str(per_question))
     _write_metrics(workdir, split, result)
     return result
   decoder = inference.decoder_for(loaded.model, loaded.mesh, e, vocab_size=loaded.vocabularies.tgt.size)

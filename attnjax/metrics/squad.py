@@ -93,6 +93,49 @@ def _squad_gold(dataset_or_answers: Mapping[str, Any]) -> dict[str, list[str]]:
   return gold
 
 
+def squad_question_scores(predictions: Mapping[str, str], dataset_or_answers: Mapping[str, Any], *,
+                          version: str = "1.1", no_answer_probs: Mapping[str, float] | None = None,
+                          no_answer_threshold: float = 1.0) -> dict[str, tuple[float, float]]:
+  """Question id -> (exact match, F1), each in [0, 1], for every gold question: the per-question scores that
+  :func:`squad_scores` averages (same arguments and rules), for paired comparisons of two systems."""
+  version = _check_version(version)
+  if not isinstance(predictions, Mapping):
+    raise TypeError(f"predictions must be a dict question id -> answer text, got {type(predictions).__name__}")
+  if no_answer_probs is not None and version != "2.0":
+    raise ValueError("no_answer_probs only applies to version='2.0' (v1.1 has no unanswerable questions)")
+  no_answer_probs = no_answer_probs or {}
+  gold = _squad_gold(dataset_or_answers)
+
+  exact, f1, missing = {}, {}, []
+  for qid, answers in gold.items():
+    if version == "2.0":
+      answers = [a for a in answers if normalize_answer(a)] or [""]
+    elif not answers:
+      raise ValueError(f"question {qid!r} has no gold answer, which SQuAD v1.1 does not allow: score with "
+                       f"version='2.0' if the data has unanswerable questions")
+    if qid not in predictions:
+      missing.append(qid)
+      exact[qid] = f1[qid] = 0.0
+      continue
+    prediction = predictions[qid]
+    if not isinstance(prediction, str):
+      raise TypeError(f"predictions[{qid!r}] must be a string, got {type(prediction).__name__}")
+    if no_answer_probs.get(qid, 0.0) > no_answer_threshold:
+      exact[qid] = f1[qid] = float(not gold[qid])  # right only for a question with no gold answer
+    else:
+      exact[qid] = squad_exact_match(prediction, answers)
+      f1[qid] = squad_f1(prediction, answers, version=version)
+
+  if missing:
+    logging.warning("SQuAD: %d of %d questions have no prediction and score 0 (first: %s)", len(missing), len(gold),
+                    ", ".join(map(repr, missing[:5])))
+  unknown = len(set(predictions) - set(gold))
+  if unknown:
+    logging.warning("SQuAD: %d predictions are for question ids not in the gold data and are ignored", unknown)
+
+  return {qid: (exact[qid], f1[qid]) for qid in gold}
+
+
 def squad_scores(predictions: Mapping[str, str], dataset_or_answers: Mapping[str, Any], *, version: str = "1.1",
                  no_answer_probs: Mapping[str, float] | None = None,
                  no_answer_threshold: float = 1.0) -> dict[str, float]:
@@ -115,48 +158,18 @@ def squad_scores(predictions: Mapping[str, str], dataset_or_answers: Mapping[str
     which leaves out an empty group). A question without a prediction scores 0 and stays in the totals (unlike the
     official v2.0 script, which drops it from "total"); how many were missing is logged as a warning.
   """
-  version = _check_version(version)
-  if not isinstance(predictions, Mapping):
-    raise TypeError(f"predictions must be a dict question id -> answer text, got {type(predictions).__name__}")
-  if no_answer_probs is not None and version != "2.0":
-    raise ValueError("no_answer_probs only applies to version='2.0' (v1.1 has no unanswerable questions)")
-  no_answer_probs = no_answer_probs or {}
-  gold = _squad_gold(dataset_or_answers)
-
-  exact, f1, has_answer, missing = {}, {}, {}, []
-  for qid, answers in gold.items():
-    # As in the official script, a question "has an answer" when its answer list is non-empty, even if every answer
-    # normalizes to nothing (e.g. "The") and it is then scored against the gold "".
-    has_answer[qid] = bool(answers)
-    if version == "2.0":
-      answers = [a for a in answers if normalize_answer(a)] or [""]
-    elif not answers:
-      raise ValueError(f"question {qid!r} has no gold answer, which SQuAD v1.1 does not allow: score with "
-                       f"version='2.0' if the data has unanswerable questions")
-    if qid not in predictions:
-      missing.append(qid)
-      exact[qid] = f1[qid] = 0.0
-      continue
-    prediction = predictions[qid]
-    if not isinstance(prediction, str):
-      raise TypeError(f"predictions[{qid!r}] must be a string, got {type(prediction).__name__}")
-    if no_answer_probs.get(qid, 0.0) > no_answer_threshold:
-      exact[qid] = f1[qid] = float(not has_answer[qid])
-    else:
-      exact[qid] = squad_exact_match(prediction, answers)
-      f1[qid] = squad_f1(prediction, answers, version=version)
-
-  if missing:
-    logging.warning("SQuAD: %d of %d questions have no prediction and score 0 (first: %s)", len(missing), len(gold),
-                    ", ".join(map(repr, missing[:5])))
-  unknown = len(set(predictions) - set(gold))
-  if unknown:
-    logging.warning("SQuAD: %d predictions are for question ids not in the gold data and are ignored", unknown)
+  per_question = squad_question_scores(predictions, dataset_or_answers, version=version,
+                                       no_answer_probs=no_answer_probs, no_answer_threshold=no_answer_threshold)
+  # as in the official script, a question "has an answer" when its answer list is non-empty, even if every answer
+  # normalizes to nothing (e.g. "The") and it is then scored against the gold ""
+  has_answer = {qid: bool(answers) for qid, answers in _squad_gold(dataset_or_answers).items()}
+  exact = {qid: em for qid, (em, _) in per_question.items()}
+  f1 = {qid: value for qid, (_, value) in per_question.items()}
 
   def mean(values, ids):
     return 100.0 * sum(values[q] for q in ids) / len(ids) if ids else 0.0
 
-  ids = list(gold)
+  ids = list(per_question)
   result = {"exact_match": mean(exact, ids), "f1": mean(f1, ids), "total": len(ids)}
   if version == "2.0":
     groups = {"HasAns": [q for q in ids if has_answer[q]], "NoAns": [q for q in ids if not has_answer[q]]}

@@ -57,6 +57,17 @@ def test_span_qa_learns_to_answer_and_evaluate_scores_its_predictions_file(tmp_p
   assert result["exact_match"] == pytest.approx(exact) and result["f1"] >= result["exact_match"]
   assert result["exact_match"] >= 90, result  # chance is 1 in 3 facts per paragraph
   assert result["step"] == 300 and last["exact_match"] == pytest.approx(result["exact_match"])
+  # the per-question scores beside them: each question's own EM, their mean the EM, and its paragraph by context
+  with open(result["question_scores"], encoding="utf-8") as f:
+    per_question = json.load(f)
+  dataset = synthetic_squad(40, seed=1)
+  paragraph_of = {qa["id"]: i for i, paragraph in enumerate(p for a in dataset["data"] for p in a["paragraphs"])
+                  for qa in paragraph["qas"]}
+  assert sorted(per_question) == sorted(gold)
+  for qid, (em, f1, paragraph) in per_question.items():
+    assert em == float(predictions[qid] in gold[qid]) and em <= f1 <= 1.0
+    assert paragraph == paragraph_of[qid]
+  assert 100 * np.mean([em for em, _, _ in per_question.values()]) == pytest.approx(result["exact_match"])
 
 
 def test_squad2_unanswerable_questions_are_scored_as_the_v2_script_does(tmp_path):
