@@ -65,6 +65,35 @@ def test_few_points_are_judged_on_the_residuals_error_and_a_flat_stretch_neither
   assert lm_scaling.holding_range(x, np.array([3.0, 3.001, 3.002])) is None  # rising: no law of falling loss
 
 
+def test_the_joint_law_recovers_kaplans_exponents_from_points_on_eq_1_5():
+  """Points on Kaplan et al.'s eq. (1.5) with their constants, at the study's sizes (at 20M tokens) and data sizes
+  (at one model): the fit gives back α_N and α_D; with 0.5% noise, they lie within three bootstrap errors."""
+  sizes = np.array([24_576, 98_304, 196_608, 442_368, 786_432, 1_769_472], np.float64)
+  data = np.array([2.5e5, 5e5, 1e6, 2e6, 4e6, 8e6])
+  n = np.concatenate([sizes, np.full(6, 786_432.0)])
+  d = np.concatenate([np.full(6, 2e7), data])
+  loss = ((8.8e13 / n) ** (0.076 / 0.095) + 5.4e13 / d) ** 0.095
+  fit = lm_scaling.fit_joint(n, d, loss)
+  assert fit["alpha_n"] == pytest.approx(0.076, abs=1e-4) and fit["alpha_d"] == pytest.approx(0.095, abs=1e-4)
+  assert fit["rms"] < 1e-6
+  noisy = loss * np.exp(np.random.default_rng(0).normal(0, 0.005, loss.size))
+  fit = lm_scaling.fit_joint(n, d, noisy)
+  assert abs(fit["alpha_n"] - 0.076) < 3 * fit["alpha_n_se"] and abs(fit["alpha_d"] - 0.095) < 3 * fit["alpha_d_se"]
+  assert 0.001 < fit["alpha_n_se"] < 0.02 and 0.001 < fit["rms"] < 0.01
+  rows = lm_scaling.joint_claims(fit)
+  assert [row[2] for row in rows] == ["holds", "holds"]
+  assert lm_scaling.fit_joint(n[:5], d[:5], loss[:5]) is None  # four parameters need more than five points
+  # the single law at one D flattens where the data bind: its exponent is below the joint α_N
+  assert lm_scaling.fit_law(sizes, loss[:6])["alpha"] < 0.076
+
+
+def test_a_missing_bootstrap_stays_missing_and_is_not_replaced_by_the_points():
+  x = np.geomspace(1e5, 1e7, 8)
+  loss = (1e9 / x) ** 0.08 * np.exp(np.random.default_rng(2).normal(0, 0.01, x.size))
+  assert lm_scaling.fit_law(x, loss, bootstrap=None)["alpha_bootstrap_se"] is None
+  assert lm_scaling.fit_law(x, loss)["alpha_bootstrap_se"] == lm_scaling.bootstrap_se(x, loss)
+
+
 def test_the_frontiers_error_resamples_runs_not_their_correlated_evaluations():
   # two runs whose curves lie on two parallel laws, each curve evaluated 12 times: resampling the points as if
   # independent sees a near-perfect line; resampling the runs sees frontiers of one run or of both
@@ -114,12 +143,12 @@ def test_the_report_measures_the_three_laws_and_extrapolation_from_the_runs(tmp_
   steps = [125] + list(range(250, 4001, 250))  # 125: inside the 200 warm-up steps
   sizes = {p["name"]: p for p in lm_experiment.SWEEPS["size"]}
   expected_n = {}
-  for name in ("l4d64", "l4d128", "l4d192", "l6d256"):  # L(N) = (1e8 / N)^0.076 at the end of each curve
+  for name in ("l2d32", "l4d64", "l4d128", "l4d192"):  # L(N) = (1e8 / N)^0.076 at the end of each curve
     layers, d = (int(part) for part in name[1:].split("d"))
     n = expected_n[name] = _by_hand(layers, d)
     _run(root, "size", sizes[name], [(s, (1e8 / n) ** 0.076 + 0.4 * (4000 / s - 1)) for s in steps])
   data = {p["name"]: p for p in lm_experiment.SWEEPS["data"]}
-  best_step = {"tokens250k": 500, "tokens1000k": 1000, "tokens8000k": 1750}
+  best_step = {"tokens250k": 500, "tokens1000k": 1000, "tokens4000k": 4000, "tokens8000k": 1750}  # 4000: the last
   for name, step in best_step.items():  # L(D) = (1e10 / D)^0.095 at the best step, overfitting after it
     d = data[name]["overrides"]["data.train_tokens"]
     _run(root, "data", data[name], [(s, (1e10 / d) ** 0.095 + 0.001 * abs(s - step) / 250) for s in steps])
@@ -131,9 +160,9 @@ def test_the_report_measures_the_three_laws_and_extrapolation_from_the_runs(tmp_
                                               "lm_loss": 3.5, "loss_by_position": ranges}})
   markdown = report.write_report([str(root)], str(tmp_path / "report"))
 
-  assert "9 runs (sweeps `size`, `data` and `positional`) trained for 4.5 hours in all" in markdown
+  assert "10 runs (sweeps `size`, `data` and `positional`) trained for 5.0 hours in all" in markdown
   rows = table_rows(markdown, "### L(N)")
-  assert [row["point"] for row in rows] == ["l4d64", "l4d128", "l4d192", "l6d256"]
+  assert [row["point"] for row in rows] == ["l2d32", "l4d64", "l4d128", "l4d192"]
   for row in rows:
     n = expected_n[row["point"]]
     assert row["non-embedding parameters N"] == f"{n:,}" and row["at step"] == "4000"
@@ -143,13 +172,15 @@ def test_the_report_measures_the_three_laws_and_extrapolation_from_the_runs(tmp_
   assert float(section.split("**α = ")[1].split(" ±")[0]) == pytest.approx(0.076, abs=2e-3)
 
   rows = table_rows(markdown, "### L(D)")
-  assert [row["point"] for row in rows] == ["tokens250k", "tokens1000k", "tokens8000k"]
+  assert [row["point"] for row in rows] == ["tokens250k", "tokens1000k", "tokens4000k", "tokens8000k"]
   for row in rows:
     d = data[row["point"]]["overrides"]["data.train_tokens"]
-    assert row["at step"] == str(best_step[row["point"]])
+    last = best_step[row["point"]] == steps[-1]  # best at its last evaluation: marked, and said why
+    assert row["at step"] == str(best_step[row["point"]]) + (" †" if last else "")
     assert float(row["epochs at the best"]) == pytest.approx(best_step[row["point"]] * 4096 / d, abs=0.06)
   section = markdown[markdown.index("### L(D)"):markdown.index("### L(C_min)")]
   assert float(section.split("**α = ")[1].split(" ±")[0]) == pytest.approx(0.095, abs=2e-3)
+  assert "† Best at the run's last evaluation (tokens4000k)" in section
 
   # the frontier, computed here from the same curves (evaluations after the 200 warm-up steps)
   points = [(6 * expected_n[name] * s * 4096 / 8.64e19, (1e8 / expected_n[name]) ** 0.076 + 0.4 * (4000 / s - 1))
@@ -161,14 +192,18 @@ def test_the_report_measures_the_three_laws_and_extrapolation_from_the_runs(tmp_
       lowest = loss
   rows = table_rows(markdown, "### L(C_min)")
   assert [float(row["compute C (PF-days)"]) for row in rows] == pytest.approx(frontier, rel=5e-3)  # 3 significant figures
+  ends = sum(any(c == pytest.approx(6 * n * 4000 * 4096 / 8.64e19) for n in expected_n.values()) for c in frontier)
+  assert f"{ends} of the frontier's {len(frontier)} points are a run's last evaluation" in markdown
+  # both sweeps in eq. (1.5): a section and a claim per exponent
+  assert "### L(N, D): both sweeps in one law" in markdown and "fitted to the 8 points" in markdown
   for law in "NDC":
     assert (tmp_path / "report" / f"lm_scaling_{law}_wikipedia_lm.png").read_bytes().startswith(b"\x89PNG")
 
   rows = {row["positional encoding"]: row for row in table_rows(markdown, "## Position extrapolation: language models")}
   assert rows["learned"]["512-1024 (nats/token)"] == "5.5000" and rows["learned"]["beyond / within"] == "1.83"
   claims = {row["claim"]: row for row in table_rows(markdown, "## Language models: claims")}
-  assert set(claims) == {"L ∝ N^-0.076", "L ∝ D^-0.095", "L ∝ C_min^-0.05",
-                         "sinusoidal positions extrapolate beyond the training length"}
+  assert set(claims) == {"L ∝ N^-0.076", "L ∝ D^-0.095", "L ∝ C_min^-0.05", "L ∝ N^-0.076 (joint L(N, D))",
+                         "L ∝ D^-0.095 (joint L(N, D))", "sinusoidal positions extrapolate beyond the training length"}
   assert claims["sinusoidal positions extrapolate beyond the training length"]["verdict"] == "holds"
   assert "learned 4.750" in claims["sinusoidal positions extrapolate beyond the training length"]["evidence"]
   assert "## Loss against model size" not in markdown  # the translation section leaves the LM's sweep alone

@@ -60,6 +60,7 @@ MLM_LOSS = "tests/training/test_mlm_training.py::test_the_loss_is_the_cross_entr
 LM_TESTS = "tests/models/test_decoder_lm.py"
 LM_SCALING_REPORT = "tests/test_report_lm_scaling.py::test_the_report_measures_the_three_laws_and_extrapolation_from_the_runs"
 LM_FRONTIER = "tests/test_report_lm_scaling.py::test_the_frontier_keeps_each_point_below_every_point_of_less_compute"
+LM_JOINT = "tests/test_report_lm_scaling.py::test_the_joint_law_recovers_kaplans_exponents_from_points_on_eq_1_5"
 TOP_P = "tests/test_generation.py::test_top_p_samples_from_the_smallest_set_that_reaches_p"
 TOP_K = "tests/test_generation.py::test_top_k_never_samples_outside_the_k_and_follows_the_renormalised_softmax"
 
@@ -303,6 +304,16 @@ MUTANTS = (
            'if p["loss"] <= lowest:',
            (LM_FRONTIER,),
            "the compute-efficient frontier: the lowest loss reached with at most that compute"),
+    Mutant("lm-joint-law-ratio", "attnjax/report/lm_scaling.py",
+           "return alpha_d * np.logaddexp(alpha_n / alpha_d * (log_nc - log_n), log_dc - log_d)",
+           "return alpha_d * np.logaddexp(alpha_n * (log_nc - log_n), log_dc - log_d)",
+           (LM_JOINT,),
+           "Kaplan et al. eq. (1.5): the model-size term is (N_c/N) to the power α_N/α_D inside the bracket"),
+    Mutant("lm-joint-law-outer", "attnjax/report/lm_scaling.py",
+           "return alpha_d * np.logaddexp(alpha_n / alpha_d * (log_nc - log_n), log_dc - log_d)",
+           "return np.logaddexp(alpha_n * (log_nc - log_n), alpha_d * (log_dc - log_d))",
+           (LM_JOINT,),
+           "Kaplan et al. eq. (1.5): the bracket's sum is raised to α_D, not the two laws added"),
     Mutant("top-p-smallest-set", "attnjax/generation.py",
            "keep_sorted = before < top_p",
            "keep_sorted = before + probs < top_p",

@@ -28,6 +28,7 @@ from attnjax.data.rows import RowBatcher
 from attnjax.tokens import BOS_ID, EOS_ID
 
 LM_BATCH_KEYS = ("inputs", "targets", "weights", "segment_ids", "positions")
+ROWS_FORMAT = 1  # in the packed rows' cache key: raise it when a change to stream_rows changes the rows
 
 
 def stream_rows(documents, seq_len: int):
@@ -62,10 +63,11 @@ class LmTaskData:
 
   Config (``config.data``): ``path`` (JSON-lines articles, inside ``dir`` if set), ``heldout``, ``split_seed``,
   ``max_articles`` (0: all), ``seq_len`` (256), ``vocab_size`` (8000), ``spm_model_type`` ("bpe"),
-  ``spm_train_chars`` (the vocabulary is trained on the training split's first this many characters, paragraph by
-  paragraph; 20M), ``train_tokens`` (0: all; else the training rows are cut to about this many tokens, for the data
-  scaling sweep), ``shared_cache_dir`` (None; else a directory the points of a sweep share, for the vocabulary
-  trained on the same texts and the packed rows of the same settings, instead of each run building its own).
+  ``spm_train_chars`` (the vocabulary is trained on this many characters of the training split, paragraph by
+  paragraph from articles in a random order fixed by ``split_seed``; 20M), ``train_tokens`` (0: all; else about this
+  many tokens of training rows, a fixed random sample of them (:meth:`subset`), for the data scaling sweep),
+  ``shared_cache_dir`` (None; else a directory the points of a sweep share, for the vocabulary trained on the same
+  texts and the packed rows of the same settings, instead of each run building its own).
   """
 
   kind = "lm"
@@ -85,9 +87,11 @@ class LmTaskData:
     self.bytes: dict[str, int] = {}
     train_chars = int(get(data_cfg, "spm_train_chars", 20_000_000))
 
-    def paragraphs():
+    def paragraphs():  # from articles in an order fixed by split_seed: the file is sorted by title
       out, total = [], 0
-      for text in self.texts("train"):
+      texts = self.texts("train")
+      for i in np.random.default_rng(self.split_seed).permutation(len(texts)):
+        text = texts[i]
         for line in text.split("\n"):
           if line.strip():
             out.append(line)
@@ -111,8 +115,8 @@ class LmTaskData:
     return self._texts[split]
 
   def _cache_path(self, split):
-    key = hashlib.sha256(json.dumps([str(self.path), self.heldout, self.split_seed, self.max_articles, self.seq_len,
-                                     hashlib.sha256(self.vocab.model_proto).hexdigest(),
+    key = hashlib.sha256(json.dumps([ROWS_FORMAT, str(self.path), self.heldout, self.split_seed, self.max_articles,
+                                     self.seq_len, hashlib.sha256(self.vocab.model_proto).hexdigest(),
                                      split]).encode()).hexdigest()[:16]
     return fs.join(self.shared_dir or self.workdir, f"lm.{split}.{key}.npz")
 
@@ -136,15 +140,21 @@ class LmTaskData:
       self._rows[split] = arrays
     return self._rows[split]
 
+  def subset(self, num_rows: int, batch_size: int = 1) -> np.ndarray:
+    """The training rows kept for ``data.train_tokens`` (their indices, in order): the first of one permutation of
+    all rows fixed by ``data.split_seed``, so that the subsets of a data sweep are nested and each is a sample of
+    every article, not the first articles of the file (which is sorted by title)."""
+    keep = max(-(-self.train_tokens // self.seq_len), batch_size)
+    if keep > num_rows:
+      raise ValueError(f"data.train_tokens={self.train_tokens} is more than the training split's "
+                       f"{num_rows * self.seq_len} tokens")
+    return np.sort(np.random.default_rng(self.split_seed).permutation(num_rows)[:keep])
+
   def batcher(self, split: str, *, shuffle: bool, seed: int, batch_size: int, num_shards: int = 1,
               shard_index: int = 0, batch_multiple: int = 1) -> RowBatcher:
     rows = self.rows(split)
     if split == "train" and self.train_tokens:
-      keep = max(-(-self.train_tokens // self.seq_len), batch_size)
-      if keep > len(rows["inputs"]):
-        raise ValueError(f"data.train_tokens={self.train_tokens} is more than the training split's "
-                         f"{len(rows['inputs']) * self.seq_len} tokens")
-      rows = {key: value[:keep] for key, value in rows.items()}
+      rows = {key: value[self.subset(len(rows["inputs"]), batch_size)] for key, value in rows.items()}
     return RowBatcher(rows, batch_size=batch_size, make=lambda chosen, rng: chosen, seed=seed, shuffle=shuffle,
                       num_shards=num_shards, shard_index=shard_index, batch_multiple=batch_multiple,
                       settings=(self.seq_len, self.train_tokens))

@@ -15,6 +15,16 @@ Three laws, each a least-squares line of log L on log x, L in nats per token on 
   lower loss than every point of less compute, whichever model; L(C_min) is the fit over them. Kaplan et al. report
   α_C = 0.050 for this frontier (their C_min also corrects for the batch size, which is fixed here).
 
+* **L(N, D)**, both sweeps in Kaplan et al.'s eq. (1.5), L = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D: each ``size`` run
+  at its N and the D it trained on, each ``data`` run at its model's N and its D; fitted by least squares in log L
+  (several starts), with bootstrap errors over the points. L(N) alone is measured at one D, where the larger models
+  are limited by the data as much as by their size; this fit separates the two and gives α_N and α_D of the law
+  that holds at every N and D.
+
+A ``data`` point whose best evaluation is its run's last is marked: the step cap, not the data, may have ended it.
+The frontier's points that are a run's last evaluation are counted: the learning rate decays to 0 at a run's end, so
+those points are annealed where the others are not.
+
 Each fit gives α with two standard errors: the bootstrap one (2,000 resamples with replacement, a fixed seed,
 resamples with fewer than three distinct x left out; the points for N and D, the runs for the frontier, whose
 neighbouring points are evaluations of one run) and the residuals' (n − 2 degrees of freedom). The larger of the two
@@ -77,15 +87,19 @@ def frontier_bootstrap_se(curves: list[dict], lo: float, hi: float, *, samples: 
   return float(np.std(alphas, ddof=1)) if len(alphas) > 1 else None
 
 
-def fit_law(x, loss, *, bootstrap: float | None = None) -> dict | None:
-  """:func:`fit_power_law` plus ``alpha_bootstrap_se`` (the points resampled, unless ``bootstrap`` gives it),
+POINTS = "points"  # fit_law's bootstrap: resample the fitted points themselves
+
+
+def fit_law(x, loss, *, bootstrap: float | str | None = POINTS) -> dict | None:
+  """:func:`fit_power_law` plus ``alpha_bootstrap_se`` (the points resampled, or the one ``bootstrap`` gives, which
+  may be None: no bootstrap error, never the points' in its place),
   ``alpha_error`` (the larger of it and the residuals' standard error: with few points resampling sees too few
   distinct sets, and with three only their order) and ``span`` (largest x / smallest); None below 3 distinct x."""
   try:
     fit = fit_power_law(x, loss)
   except ValueError:
     return None
-  boot = bootstrap_se(x, loss) if bootstrap is None else bootstrap
+  boot = bootstrap_se(x, loss) if bootstrap == POINTS else bootstrap
   return {**fit, "alpha_bootstrap_se": boot, "alpha_error": max(fit["alpha_se"], boot or 0.0),
           "span": float(max(x) / min(x))}
 
@@ -107,6 +121,97 @@ def holding_range(x, loss, *, r2: float = GOAL["r2"]) -> tuple[int, int] | None:
 def meets_goal(fit: dict | None) -> bool:
   return (bool(fit) and fit["span"] >= GOAL["span"] and fit["r2"] >= GOAL["r2"]
           and fit["alpha_error"] <= GOAL["se"])
+
+
+def _joint_log_loss(theta, log_n, log_d):
+  """log L of Kaplan et al.'s eq. (1.5) at θ = (α_N, α_D, log N_c, log D_c)."""
+  alpha_n, alpha_d, log_nc, log_dc = theta
+  return alpha_d * np.logaddexp(alpha_n / alpha_d * (log_nc - log_n), log_dc - log_d)
+
+
+def _joint_least_squares(log_n, log_d, log_loss, starts) -> np.ndarray | None:
+  from scipy import optimize  # pylint: disable=g-import-not-at-top
+  best = None
+  for start in starts:
+    try:
+      result = optimize.least_squares(lambda t: _joint_log_loss(t, log_n, log_d) - log_loss, start,
+                                      bounds=([1e-3, 1e-3, -50.0, -50.0], [3.0, 3.0, 120.0, 120.0]))
+    except ValueError:
+      continue
+    if best is None or result.cost < best.cost:
+      best = result
+  return None if best is None else best.x
+
+
+def fit_joint(n, d, loss, *, samples: int = 500, seed: int = 0) -> dict | None:
+  """Kaplan et al.'s L(N, D) = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D by least squares in log L, from several starts:
+  ``{"alpha_n", "alpha_d", "n_c", "d_c", "alpha_n_se", "alpha_d_se" (bootstrap over the points, from the fit), "rms"
+  (of the log residuals), "points"}``; None without 6 points, 3 distinct N and 3 distinct D (4 parameters)."""
+  log_n, log_d = np.log(np.asarray(n, np.float64)), np.log(np.asarray(d, np.float64))
+  log_loss = np.log(np.asarray(loss, np.float64))
+  if log_n.size < 6 or np.unique(log_n).size < 3 or np.unique(log_d).size < 3:
+    return None
+  starts = [(a_n, a_d, log_nc, log_dc) for a_n in (0.05, 0.1, 0.3) for a_d in (0.05, 0.1, 0.3)
+            for log_nc in (np.log(1e8), np.log(1e11), np.log(1e14)) for log_dc in (np.log(1e9), np.log(1e12),
+                                                                                np.log(1e14))]
+  theta = _joint_least_squares(log_n, log_d, log_loss, starts)
+  if theta is None:
+    return None
+  rng = np.random.default_rng(seed)
+  draws = []
+  for _ in range(samples):
+    pick = rng.integers(0, log_n.size, log_n.size)
+    if np.unique(log_n[pick]).size >= 3 and np.unique(log_d[pick]).size >= 3:
+      refit = _joint_least_squares(log_n[pick], log_d[pick], log_loss[pick], [theta])
+      if refit is not None:
+        draws.append(refit[:2])
+  spread = np.std(draws, axis=0, ddof=1) if len(draws) > 1 else (None, None)
+  residuals = _joint_log_loss(theta, log_n, log_d) - log_loss
+  return {"alpha_n": float(theta[0]), "alpha_d": float(theta[1]), "n_c": float(np.exp(theta[2])),
+          "d_c": float(np.exp(theta[3])), "alpha_n_se": None if spread[0] is None else float(spread[0]),
+          "alpha_d_se": None if spread[1] is None else float(spread[1]),
+          "rms": float(np.sqrt(np.mean(residuals ** 2))), "points": int(log_n.size)}
+
+
+def joint_points(laws: dict) -> list[dict]:
+  """The points of L(N, D): each ``size`` point at (its N, the tokens it trained on), each ``data`` point at (its
+  model's N, its D)."""
+  return ([{"point": p["point"], "n": p["x"], "d": p["d"], "loss": p["loss"]} for p in laws["N"]]
+          + [{"point": p["point"], "n": p["n"], "d": p["x"], "loss": p["loss"]} for p in laws["D"]])
+
+
+def joint_section(points: list[dict]) -> tuple[str, dict | None]:
+  fit = fit_joint([p["n"] for p in points], [p["d"] for p in points], [p["loss"] for p in points])
+  lines = ["### L(N, D): both sweeps in one law", ""]
+  if fit is None:
+    return "\n".join(lines + [f"No fit: {len(points)} point(s); eq. (1.5) needs 6, over 3 N and 3 D.", ""]), None
+  se = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
+  lines += [f"Kaplan et al.'s eq. (1.5), L = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D, fitted to the {fit['points']} points "
+            f"of the `size` and `data` sweeps: **α_N = {fit['alpha_n']:.3f} ± {se(fit['alpha_n_se'])}**, **α_D = "
+            f"{fit['alpha_d']:.3f} ± {se(fit['alpha_d_se'])}** (bootstrap over the points), N_c = {fit['n_c']:.3g}, "
+            f"D_c = {fit['d_c']:.3g}; the fit is off by {100 * fit['rms']:.2f}% of L (root mean square). Kaplan et "
+            f"al.: α_N = {QUOTED['N']}, α_D = {QUOTED['D']} (N_c = 8.8e13, D_c = 5.4e13, in their tokens).", ""]
+  return "\n".join(lines), fit
+
+
+def joint_claims(fit: dict | None) -> list[list[str]]:
+  """The two exponents of L(N, D), each judged as the single laws are: "inconclusive" with a standard error above
+  0.01 (or none), else "holds" within two standard errors of Kaplan et al.'s, "another exponent" beyond."""
+  rows = []
+  for law, key in (("N", "alpha_n"), ("D", "alpha_d")):
+    claim = f"L ∝ {law}^-{QUOTED[law]} (joint L(N, D))"
+    if fit is None:
+      rows.append([claim, "no joint fit", "not measured"])
+      continue
+    alpha, se = fit[key], fit[f"{key}_se"]
+    if not se:
+      rows.append([claim, f"α = {alpha:.3f}, no bootstrap error", "inconclusive"])
+      continue
+    distance = abs(alpha - QUOTED[law]) / se
+    verdict = (f"inconclusive (± {se:.3f})" if se > GOAL["se"] else
+               "holds" if distance <= 2 else "power law, another exponent")
+    rows.append([claim, f"α = {alpha:.3f} ± {se:.3f}; {distance:.1f} SE from {QUOTED[law]}", verdict])
+  return rows
 
 
 # ---------------------------------------------------------------------------------------------------- the points
@@ -139,24 +244,26 @@ def law_points(records: list[dict]) -> dict[str, dict]:
     if not curve:
       continue
     step, loss = min(curve, key=lambda point: point[1])
+    last = max(s for s, _ in curve)
     tokens_per_step = _tokens_per_step(config)
     laws = out.setdefault(r["experiment_name"] or r["run"], {"N": [], "D": [], "C": []})
-    common = {"run": r["run"], "point": r["point"], "loss": loss, "step": step}
-    if r["sweep"] == "data":
-      d = int((config.get("data") or {}).get("train_tokens") or 0)
-      if d:
-        laws["D"].append({**common, "x": d, "epochs": step * tokens_per_step / d})
-      continue
+    common = {"run": r["run"], "point": r["point"], "loss": loss, "step": step, "last": step == last}
     try:
       n = non_embedding_params(config)
     except Exception as e:  # pylint: disable=broad-except  (an optional section: never the report's failure)
       logging.warning("scaling: %s: cannot count its parameters (%s: %s)", r["run"], type(e).__name__, e)
       continue
-    trained = max(s for s, _ in curve) * tokens_per_step
-    laws["N"].append({**common, "x": n, "tokens_per_param": trained / n})
+    subset = int((config.get("data") or {}).get("train_tokens") or 0)
+    if r["sweep"] == "data":
+      if subset:
+        laws["D"].append({**common, "x": subset, "n": n, "epochs": step * tokens_per_step / subset})
+      continue
+    trained = last * tokens_per_step
+    laws["N"].append({**common, "x": n, "tokens_per_param": trained / n, "d": subset or trained})
     warmup = int((config.get("train") or {}).get("warmup_steps") or 0)
     laws["C"] += [{"x": 6.0 * n * s * tokens_per_step / PF_DAY, "loss": v, "step": s, "run": r["run"],
-                   "point": r["point"], "tokens": s * tokens_per_step} for s, v in curve if s > warmup]
+                   "point": r["point"], "tokens": s * tokens_per_step, "last": s == last}
+                  for s, v in curve if s > warmup]
   for laws in out.values():
     for key in laws:
       laws[key].sort(key=lambda p: p["x"])
@@ -200,7 +307,8 @@ def _table(law: str, points: list[dict]) -> list[str]:
   lines = [f"| point | {_TITLES[law][1]} | {loss_title} (nats/token) | at step | {extra[0]} | "
            "α from the point before |", "|---|---|---|---|---|---|"]
   for p, local in zip(points, local_exponents(x, loss)):
-    lines.append(f"| {p['point']} | {_number(p['x'], law)} | {p['loss']:.4f} | {p['step']} | "
+    mark = " †" if law == "D" and p.get("last") else ""
+    lines.append(f"| {p['point']} | {_number(p['x'], law)} | {p['loss']:.4f} | {p['step']}{mark} | "
                  f"{extra[2].format(p[extra[1]])} | {'—' if local is None else f'{local:.3f}'} |")
   return lines
 
@@ -212,7 +320,7 @@ def law_section(law: str, points: list[dict], plot: str,
   runs are resampled for the bootstrap."""
 
   def fit_over(i, j):
-    boot = None if curves is None else frontier_bootstrap_se(curves, x[i], x[j - 1])
+    boot = POINTS if curves is None else frontier_bootstrap_se(curves, x[i], x[j - 1])
     return fit_law(x[i:j], loss[i:j], bootstrap=boot)
 
   title = _TITLES[law][0]
@@ -220,6 +328,14 @@ def law_section(law: str, points: list[dict], plot: str,
   if law == "C":
     lines += ["The frontier's evaluations (lower loss than every evaluation of less compute):", ""]
   lines += _table(law, points) + [""]
+  capped = [p["point"] for p in points if p.get("last")]
+  if law == "D" and capped:
+    lines += [f"† Best at the run's last evaluation ({', '.join(capped)}): the step cap, not the data, may have "
+              "ended it; its loss may still have been falling.", ""]
+  if law == "C":
+    ends = sum(bool(p.get("last")) for p in points)
+    lines += [f"{ends} of the frontier's {len(points)} points are a run's last evaluation, where its learning rate "
+              "has decayed to 0; the others are taken mid-schedule.", ""]
   x, loss = [p["x"] for p in points], [p["loss"] for p in points]
   fit = fit_over(0, len(x))
   if fit is None:
@@ -372,7 +488,12 @@ def sections(records: list[dict], out: fs.PathLike) -> list[str]:
       fits[law] = (fit, chosen)
       plot_law(law, points, fits[law], fs.join(out, plot), curves=laws["C"] if law == "C" else None)
       parts.append(text)
-    claims += [[name] + row for row in law_claims(fits)]
+    if laws["N"] and laws["D"]:
+      text, joint = joint_section(joint_points(laws))
+      parts.append(text)
+      claims += [[name] + row for row in law_claims(fits) + joint_claims(joint)]
+    else:
+      claims += [[name] + row for row in law_claims(fits)]
     runs = [r for r in records if r.get("kind") == "lm" and (r["experiment_name"] or r["run"]) == name
             and r.get("sweep") in ("size", "data", "positional")]
     timed = [r["train_seconds"] for r in runs if r.get("train_seconds")]

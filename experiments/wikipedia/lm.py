@@ -15,12 +15,16 @@ Optimiser: AdamW (β 0.9 / 0.95, weight decay 0.1 on matrices), linear warm-up t
 Sweeps (the scaling study; about 11 hours on 2 CPU cores by the FLOP counts at the 60 GFLOP/s the project's
 Transformer steps reach here, ``docs/benchmarks.md``; the report states what it took):
 
-* ``size`` (L(N)): six models from 2 layers of 64 to 6 of 256 (about 0.1M to 4.7M non-embedding parameters,
-  12·L·d², 48x), each trained on the same 12M tokens without repeats (4,096 tokens a step), no dropout. L(N) is each
-  model's best validation loss; their learning curves give the compute frontier L(C_min).
-* ``data`` (L(D)): the 4 x 128 model on 0.25M to 8M training tokens (6 points, 32x), repeated as epochs for up to the
-  steps of one epoch of the largest, stopped early after 4 evaluations without a better validation loss (every 125
-  steps); its best validation loss is L(D).
+* ``size`` (L(N)): six models from 2 layers of 32 to 4 of 192 (about 25k to 1.8M non-embedding parameters, 12·L·d²,
+  72x), each trained on the same 20M tokens once (a fixed sample of the training rows, one epoch, 4,096 tokens a
+  step), no dropout. L(N) is each model's best validation loss; their learning curves give the compute frontier
+  L(C_min). The sizes stop at 1.8M so that the largest still sees 11 tokens a parameter: at this budget a larger
+  model is limited by the data more than by its size, and L(N) would flatten for that reason, not the law's (the
+  report also fits Kaplan et al.'s L(N, D) to both sweeps, which accounts for the data).
+* ``data`` (L(D)): the 4 x 128 model on 0.25M to 8M training tokens (6 points, 32x; nested random samples of the
+  training rows), repeated as epochs for up to 16M tokens (two epochs of the largest), stopped early after 4
+  evaluations without a better validation loss; each point is evaluated every half epoch (25 to 125 steps) and warms
+  up over at most one epoch. Its best validation loss is L(D).
 * ``positional`` (extrapolation): the 4 x 128 model with sinusoidal, learned, relative (Shaw) and T5 positions, trained
   on 8M tokens in rows of 256 and evaluated on rows of 1,024 (``--eval seq_len=1024``): the loss at positions up to
   2x and 4x the training length.
@@ -32,23 +36,31 @@ from attnjax.config import base_config
 from attnjax.data.tasks import use_task
 
 TOKENS_PER_STEP = 16 * 256
-SIZES = ((2, 64), (4, 64), (4, 96), (4, 128), (4, 192), (6, 256))  # (layers, d_model): 12·L·d² from 0.1M to 4.7M
-SIZE_TOKENS = 12_000_000
+SIZES = ((2, 32), (2, 64), (4, 64), (4, 96), (4, 128), (4, 192))  # (layers, d_model): 12·L·d² from 25k to 1.8M
+SIZE_TOKENS = 20_000_000
 DATA_TOKENS = (250_000, 500_000, 1_000_000, 2_000_000, 4_000_000, 8_000_000)
+DATA_CAP_TOKENS = 2 * DATA_TOKENS[-1]  # a data point trains at most this many tokens (its repeats included)
 SMALL = {"model.num_layers": 4, "model.d_model": 128, "model.d_ff": 512, "model.num_heads": 2,
          "model.dropout_rate": 0.0, "train.steps": DATA_TOKENS[-1] // TOKENS_PER_STEP, "train.time_limit_minutes": 0.0}
 
 
 def _size(layers, d):
   return {"model.num_layers": layers, "model.d_model": d, "model.d_ff": 4 * d, "model.num_heads": max(d // 64, 1),
-          "model.dropout_rate": 0.0, "train.steps": SIZE_TOKENS // TOKENS_PER_STEP, "train.time_limit_minutes": 0.0}
+          "model.dropout_rate": 0.0, "data.train_tokens": SIZE_TOKENS, "train.steps": SIZE_TOKENS // TOKENS_PER_STEP,
+          "train.time_limit_minutes": 0.0}
+
+
+def _data(tokens):
+  epoch = tokens // TOKENS_PER_STEP  # steps in one epoch of the point's rows
+  every = min(max(epoch // 2, 25), 125)
+  return {**SMALL, "data.train_tokens": tokens, "train.steps": DATA_CAP_TOKENS // TOKENS_PER_STEP,
+          "train.warmup_steps": min(200, epoch), "train.patience": 4, "train.eval_every": every,
+          "train.checkpoint_every": every}
 
 
 SWEEPS = {
     "size": [{"name": f"l{layers}d{d}", "overrides": _size(layers, d)} for layers, d in SIZES],
-    "data": [{"name": f"tokens{n // 1000}k", "overrides": {**SMALL, "data.train_tokens": n, "train.patience": 4,
-                                                             "train.eval_every": 125, "train.checkpoint_every": 125}}
-             for n in DATA_TOKENS],
+    "data": [{"name": f"tokens{n // 1000}k", "overrides": _data(n)} for n in DATA_TOKENS],
     "positional": [{"name": p, "overrides": {**SMALL, "model.positional": p}}
                    for p in ("sinusoidal", "learned", "relative", "t5")],
 }

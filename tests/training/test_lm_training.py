@@ -61,3 +61,27 @@ def test_runs_sharing_a_cache_build_the_vocabulary_and_rows_once_and_get_the_sam
   alone = load_task(lm_fixture.tiny_lm_config(tmp_path / "data").data, str(tmp_path / "alone"))
   for key, value in alone.rows("train").items():  # what a run builds for itself
     np.testing.assert_array_equal(value, rows[key])
+
+
+def test_a_data_sweeps_subsets_are_nested_samples_of_every_article_not_the_first(tmp_path):
+  from attnjax.data.tasks import load_task  # pylint: disable=g-import-not-at-top
+  config = lm_fixture.tiny_lm_config(tmp_path / "data")
+  task = load_task(config.data, str(tmp_path / "run"))
+  rows = task.rows("train")
+  n = len(rows["inputs"])
+  kept = {}
+  for tokens in (4 * 32, 8 * 32, 16 * 32):
+    with config.data.unlocked():
+      config.data.train_tokens = tokens
+    batcher = load_task(config.data, str(tmp_path / "run")).batcher("train", shuffle=False, seed=0, batch_size=4)
+    seen = np.concatenate([b["inputs"] for b in batcher.iterate_epoch(0)])
+    # the batches are exactly the chosen rows, each once: look each up among all rows
+    index = [int(np.flatnonzero((rows["inputs"] == row).all(axis=1))[0]) for row in seen]
+    assert len(index) == tokens // 32 and len(set(index)) == len(index)
+    kept[tokens] = set(index)
+  assert kept[4 * 32] < kept[8 * 32] < kept[16 * 32]  # nested
+  assert kept[4 * 32] != set(range(4)) and n > 16  # not the file's first rows (the first articles by title)
+  with config.data.unlocked():
+    config.data.train_tokens = (n + 1) * 32
+  with pytest.raises(ValueError, match=r"data.train_tokens=\d+ is more than the training split's"):
+    load_task(config.data, str(tmp_path / "run")).batcher("train", shuffle=False, seed=0, batch_size=4)
