@@ -411,8 +411,12 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
     logging.info("stopped early at step %d (no better %s than %.4f at step %d in %d evaluations): training no "
                  "further", start, t.best_metric, stopping["best_value"], stopping["best_step"],
                  stopping["evals_since_best"])
+  spent = bool(t.time_limit_minutes) and seconds_before > 60 * t.time_limit_minutes
+  if spent:  # a relaunch of a run that used its budget (its final evaluation cut off, say): not one step more
+    logging.info("train.time_limit_minutes=%s was reached at step %d (%.1f training minutes): training no further",
+                 t.time_limit_minutes, start, seconds_before / 60)
   with _Preemption() as preemption:
-    while step < t.steps and not stopped_early:
+    while step < t.steps and not stopped_early and not spent:
       where(f"training step {step + 1}")
       local = next(exp.train_batches)
       batch = steps.global_batch(local, exp.mesh, exp.rules)

@@ -1,5 +1,6 @@
 """Early stopping (train.patience): a run stops after that many evaluations in a row without a better best metric
-(a tie is no improvement), keeps its best checkpoint, and a restart of a stopped run trains no further."""
+(a tie is no improvement), keeps its best checkpoint, and a restart of a stopped run trains no further; nor does a
+restart of a run that used its time budget (train.time_limit_minutes)."""
 
 import pytest
 
@@ -50,6 +51,18 @@ def test_a_run_stops_after_patience_evaluations_without_improvement_and_stays_st
   assert checkpoints.best_step() == 10 and max(checkpoints.steps()) == 25
   again = train_and_evaluate(config, str(workdir))  # relaunched: stopped, so no step and no evaluation
   assert again["step"] == 25 and calls == TRAINING[:5]
+
+
+def test_a_run_that_used_its_time_budget_trains_no_further_when_relaunched(tmp_path):
+  # 6 ms of training: spent by the first sync point, where the run evaluates, saves and stops
+  config = lm_fixture.tiny_lm_config(tmp_path / "data", steps=60, eval_every=30, checkpoint_every=30, log_every=5,
+                                     sync_every=5, time_limit_minutes=1e-4)
+  workdir = tmp_path / "run"
+  first = train_and_evaluate(config, str(workdir))["step"]
+  assert first < 30
+  again = train_and_evaluate(config, str(workdir))  # relaunched (its final evaluation cut off, say)
+  assert again["step"] == first
+  assert Checkpointer(str(workdir / "checkpoints"), read_only=True).steps() == [first]
 
 
 @pytest.mark.parametrize("patience", [0, -1])
