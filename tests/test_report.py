@@ -179,6 +179,9 @@ def test_tensorboard_reader_resumed_run_and_torn_tail(tmp_path):
 
 def test_report_tables_plots_and_json(runs, tmp_path):
   out = tmp_path / "report"
+  # heads8 was resumed: 90 training minutes over its launches by its checkpoint's bookkeeping, 30 in its last launch
+  (runs / "heads" / "heads8" / "checkpoints" / "30" / "meta").mkdir(parents=True)
+  (runs / "heads" / "heads8" / "checkpoints" / "30" / "meta" / "metadata").write_text(json.dumps({"train_seconds": 5400}))
   markdown = report.write_report([str(runs)], str(out))
   assert (out / "results.md").read_text() == markdown
 
@@ -189,8 +192,10 @@ def test_report_tables_plots_and_json(runs, tmp_path):
   assert (base["model"], base["split"]) == ("Transformer", "test")
   assert base["wmt14_en_de BLEU"] == "27.12 (seed 27.3)"  # ours as in metrics.test.json, 2 decimals; the seed's beside
   assert (base["wmt14_en_de METEOR"], base["wmt14_en_de TER"], base["wmt14_en_de chrF"]) == ("40.10", "60.20", "55.00")
-  assert (base["steps"], base["wall (h:mm)"], base["hardware"], base["point"]) == ("30", "1:02", "tpu-v5e-16",
-                                                                                   "default")
+  # no checkpoint bookkeeping: the launch's wall time, marked as such
+  assert (base["steps"], base["train (h:mm)"], base["hardware"], base["point"]) == ("30", "1:02 (wall)", "tpu-v5e-16",
+                                                                                    "default")
+  assert by_run["heads/heads8"]["train (h:mm)"] == "1:30"  # every launch's training, not the last launch's 0:30
   assert base["train tok/s"] == "2500" and by_run["heads/heads8"]["train tok/s"] == "—"  # heads8: no such scalar
   # the Transformer's defaults (6 + 6 layers, d_ff 2048, post-norm, separate source and target embeddings, the output
   # layer tied) with d_model 512 and the report's default 8k vocabulary, counted by hand
@@ -204,13 +209,13 @@ def test_report_tables_plots_and_json(runs, tmp_path):
   failed = by_run["heads/heads16"]
   assert failed["wmt14_en_de BLEU"] == "failed (seed 27.3)"
   assert all(failed[f"wmt14_en_de {m}"].startswith("failed") for m in ("METEOR", "TER", "chrF"))
-  assert failed["steps"] == "—" and failed["wall (h:mm)"] == "0:01"
+  assert failed["steps"] == "—" and failed["train (h:mm)"] == "0:01 (wall)"
   assert "0.00" not in " ".join(failed.values())
 
   qa = table_rows(markdown, "## Question answering")
   assert qa == [{"model": "BiLSTM reader", "split": "validation", "squad_v1 EM": "60.12 (seed 67.7)",
                  "squad_v1 F1": "70.46 (seed 77.3)", "params": "—", "steps": "2000", "train tok/s": "—",
-                 "wall (h:mm)": "—", "hardware": "cpu", "point": "—", "run": "manual/squad"}]
+                 "train (h:mm)": "—", "hardware": "cpu", "point": "—", "run": "manual/squad"}]
   summarization = table_rows(markdown, "## Summarization")  # the unreadable run is still placed, and says why
   assert [row["xsum ROUGE-L"] for row in summarization] == ["unreadable: metrics.test.json (seed 23.01)"]
 

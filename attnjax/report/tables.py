@@ -38,6 +38,18 @@ def format_wall(seconds) -> str:
   return f"{minutes // 60}:{minutes % 60:02d}"
 
 
+TIME_TITLE = "train (h:mm)"
+
+
+def format_time(record: dict) -> str:
+  """A run's training time: its newest checkpoint's bookkeeping, which adds up every launch of a resumed run
+  (evaluations during training included); without one, its last launch's wall time, marked "(wall)"."""
+  if record.get("train_seconds"):
+    return format_wall(record["train_seconds"])
+  wall = format_wall(record.get("wall_seconds"))
+  return wall if wall == "—" else f"{wall} (wall)"
+
+
 def _format_millions(count: int | None) -> str:
   return "—" if count is None else f"{count / 1e6:.1f}M"
 
@@ -117,7 +129,7 @@ def kind_table(kind: str, records: list[dict]) -> str:
   tasks = _order((r["task"] for r in records), TASK_KINDS)
   groups = [(task, _columns(kind, task, records)) for task in tasks]
   header = ["model", "split"] + [f"{task} {METRIC_TITLES.get(m, m)}" for task, metrics in groups for m in metrics]
-  header += ["params", "steps", "train tok/s", "wall (h:mm)", "hardware", "point", "run"]
+  header += ["params", "steps", "train tok/s", TIME_TITLE, "hardware", "point", "run"]
   records = _in_table_order(records)
   rows = []
   for r in records:
@@ -125,7 +137,7 @@ def kind_table(kind: str, records: list[dict]) -> str:
     for task, metrics in groups:
       cells += [_escape(_cell(r, m)) if r["task"] == task else "" for m in metrics]
     cells += [_format_millions(r.get("parameters")), _format_steps(r),
-              "—" if r.get("tokens_per_s") is None else f"{r['tokens_per_s']:.0f}", format_wall(r["wall_seconds"]),
+              "—" if r.get("tokens_per_s") is None else f"{r['tokens_per_s']:.0f}", format_time(r),
               _escape(r["target"]), _escape(r["point"]), _escape(r["run"])]
     rows.append(cells)
   return markdown_table(header, rows)
@@ -256,7 +268,7 @@ def sweep_table(sweep: dict) -> str:
   at = common_eval_step(sweep)
   header = ["point", "overrides", title, "steps", "train tok/s"]
   header += [] if at is None else [f"validation {title} at step {at}"]
-  header += ["wall (h:mm)", "hardware", "status", "run"]
+  header += [TIME_TITLE, "hardware", "status", "run"]
   rows = []
   for r in sweep["runs"]:
     if r["state"] != "evaluated":
@@ -271,7 +283,7 @@ def sweep_table(sweep: dict) -> str:
     if at is not None:
       value = _curve_value(r, metric, at)
       row.append("—" if value is None else format_score(value))
-    rows.append(row + [format_wall(r["wall_seconds"]), _escape(r["target"]), _escape(status), _escape(r["run"])])
+    rows.append(row + [format_time(r), _escape(r["target"]), _escape(status), _escape(r["run"])])
   return markdown_table(header, rows)
 
 
