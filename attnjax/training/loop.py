@@ -255,6 +255,7 @@ class Experiment:
 
 
 EARLY_STOPPING_KEYS = ("best_step", "best_value", "evals_since_best")
+TIME_UP_KEY = "time_limit_reached"  # in a checkpoint's bookkeeping: saved, evaluated, when the run's time was up
 
 
 def early_stopping(record: dict, step: int, value: float, mode: str) -> dict:
@@ -384,9 +385,16 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
   where("restoring the newest checkpoint")
   start = exp.restore()
   stopping = {key: exp.meta[key] for key in EARLY_STOPPING_KEYS if key in exp.meta} if start else {}
+  # this run's own checkpoint was evaluated and saved because its time was up (not a warm start's: its source's)
+  spent = bool(start) and bool(exp.meta.get(TIME_UP_KEY))
   if not start and init_from:  # a first start: from the other run's checkpoint (its step and clock continue)
     where(f"warm-starting from {init_from}")
     start, exp.meta = warm_start.warm_start(exp, init_from, config.train.get("init_at_minutes"))
+    clock = float(exp.meta.get("train_seconds", 0.0))
+    if t.time_limit_minutes and clock >= 60 * t.time_limit_minutes:
+      raise ValueError(f"train.init_from={init_from}: its checkpoint of step {start} was trained {clock / 60:.1f} "
+                       f"minutes, already train.time_limit_minutes={t.time_limit_minutes}: set "
+                       "train.init_at_minutes below the limit")
   if not start and config.train.get("init_encoder_from"):  # fine-tuning: a pre-trained encoder, the rest fresh
     where(f"loading the encoder of {config.train.init_encoder_from}")
     warm_start.init_encoder(exp, config.train.init_encoder_from)
@@ -411,8 +419,8 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
     logging.info("stopped early at step %d (no better %s than %.4f at step %d in %d evaluations): training no "
                  "further", start, t.best_metric, stopping["best_value"], stopping["best_step"],
                  stopping["evals_since_best"])
-  spent = bool(t.time_limit_minutes) and seconds_before > 60 * t.time_limit_minutes
-  if spent:  # a relaunch of a run that used its budget (its final evaluation cut off, say): not one step more
+  spent = spent and bool(t.time_limit_minutes) and seconds_before > 60 * t.time_limit_minutes
+  if spent:  # relaunched after it stopped for time (its evaluation of the splits cut off, say): not one step more
     logging.info("train.time_limit_minutes=%s was reached at step %d (%.1f training minutes): training no further",
                  t.time_limit_minutes, start, seconds_before / 60)
   with _Preemption() as preemption:
@@ -469,8 +477,9 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
           stopping = early_stopping(stopping, step, last_eval[t.best_metric], t.best_mode)
           stopped_early = stopping["evals_since_best"] >= t.patience
         where(f"saving step {step}")
+        time_up = {TIME_UP_KEY: True} if out_of_time else {}
         exp.checkpointer.save(step, exp.state, exp.train_batches.state(), metrics=last_eval, force=True,
-                              meta={"train_seconds": seconds, **stopping})
+                              meta={"train_seconds": seconds, **stopping, **time_up})
         window_start = time.perf_counter()  # evaluation time is not training throughput
       elif step % t.checkpoint_every == 0 or stop:
         where(f"saving step {step}")

@@ -60,7 +60,7 @@ def test_a_run_that_used_its_time_budget_trains_no_further_when_relaunched(tmp_p
   workdir = tmp_path / "run"
   first = train_and_evaluate(config, str(workdir))["step"]
   assert first < 30
-  again = train_and_evaluate(config, str(workdir))  # relaunched (its final evaluation cut off, say)
+  again = train_and_evaluate(config, str(workdir))  # relaunched (its evaluation of the splits cut off, say)
   assert again["step"] == first
   assert Checkpointer(str(workdir / "checkpoints"), read_only=True).steps() == [first]
 

@@ -51,6 +51,17 @@ def test_a_coverage_phase_starts_from_the_copy_models_checkpoint_and_continues_i
   assert meta["train_seconds"] > first_meta["train_seconds"]
 
 
+def test_a_warm_start_that_would_begin_with_its_time_used_up_is_refused_naming_the_fix(tmp_path):
+  train_and_evaluate(_config(copy=True), str(tmp_path / "pointer_generator"))
+  config = _config(copy=True, coverage=True)
+  config.train.steps, config.train.init_from = 6, "../pointer_generator"
+  config.train.time_limit_minutes = 1e-4  # less than the first run trained
+  with pytest.raises(ValueError, match=r"train.init_from=.*pointer_generator: its checkpoint of step 4 was trained "
+                                       r".* minutes, already train.time_limit_minutes=0.0001: set "
+                                       r"train.init_at_minutes below the limit"):
+    train_and_evaluate(config, str(tmp_path / "coverage"))
+
+
 def test_merge_params_takes_the_shared_leaves_and_names_a_mismatch():
   own = {"a": {"w": np.zeros((2, 3))}, "new": np.ones(4)}
   source = {"a": {"w": np.full((2, 3), 7.0)}}
