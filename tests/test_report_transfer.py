@@ -130,6 +130,22 @@ def test_beating_is_judged_on_a_paired_bootstrap_over_paragraphs(tmp_path):
   assert "scratch by 5 EM: missed (+0.83 EM; 95% interval +0.0 to +2.5)." in text
 
 
+def test_few_paragraphs_decide_nothing_and_a_moved_or_torn_scores_file_is_handled(tmp_path):
+  one = {"lstm": _scored(tmp_path, "lstm1", [[0, 0, 0, 0]]), "scratch": _scored(tmp_path, "s1", [[0, 0, 0, 0]]),
+         "all-MiniLM-L6-v2": _scored(tmp_path, "m1", [[1, 1, 0, 0]])}  # one paragraph: a zero-width interval
+  assert transfer.paired_interval({"a": 1.0}, {"a": 0.0}, {"a": 0}) is None
+  assert table_rows(transfer._claim_and_goals(one, set()), "| claim")[0]["verdict"].startswith("inconclusive")
+  by_role = {"lstm": _scored(tmp_path, "lstm", [[1, 0, 0, 0]] * 30),
+             "scratch": _scored(tmp_path, "scratch", [[0, 0, 0, 0]] * 30),
+             "all-MiniLM-L6-v2": _scored(tmp_path, "minilm", [[1, 1, 0, 0]] * 30)}
+  for runs in by_role.values():  # the runs moved: the recorded paths are gone, the files are in their workdirs
+    runs[0]["workdir"] = str(tmp_path)
+    runs[0]["metrics"]["question_scores"] = "/elsewhere/" + runs[0]["metrics"]["question_scores"].rsplit("/", 1)[1]
+  assert "(95% intervals" in table_rows(transfer._claim_and_goals(by_role, set()), "| claim")[0]["verdict"]
+  (tmp_path / "question_scores.minilm.json").write_text("{")  # torn
+  assert "(on point estimates" in table_rows(transfer._claim_and_goals(by_role, set()), "| claim")[0]["verdict"]
+
+
 def test_the_paragraph_bootstrap_interval_is_the_clustered_standard_errors():
   """Against the analytic interval: for paragraphs of equal size, the mean difference is the mean of the paragraphs'
   means, whose standard error is their standard deviation over sqrt(G); questions of one paragraph move together,
