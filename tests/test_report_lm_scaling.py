@@ -73,16 +73,23 @@ def test_the_joint_law_recovers_kaplans_exponents_from_points_on_eq_1_5():
   n = np.concatenate([sizes, np.full(6, 786_432.0)])
   d = np.concatenate([np.full(6, 2e7), data])
   loss = ((8.8e13 / n) ** (0.076 / 0.095) + 5.4e13 / d) ** 0.095
-  fit = lm_scaling.fit_joint(n, d, loss)
+  fit = lm_scaling.fit_joint(n, d, loss, samples=200)
   assert fit["alpha_n"] == pytest.approx(0.076, abs=1e-4) and fit["alpha_d"] == pytest.approx(0.095, abs=1e-4)
-  assert fit["rms"] < 1e-6
+  assert fit["rms"] < 1e-6 and fit["r2"] == pytest.approx(1.0)
   noisy = loss * np.exp(np.random.default_rng(0).normal(0, 0.005, loss.size))
-  fit = lm_scaling.fit_joint(n, d, noisy)
-  assert abs(fit["alpha_n"] - 0.076) < 3 * fit["alpha_n_se"] and abs(fit["alpha_d"] - 0.095) < 3 * fit["alpha_d_se"]
-  assert 0.001 < fit["alpha_n_se"] < 0.02 and 0.001 < fit["rms"] < 0.01
+  fit = lm_scaling.fit_joint(n, d, noisy, samples=400)
+  for key, truth in (("alpha_n", 0.076), ("alpha_d", 0.095)):
+    assert abs(fit[key] - truth) < 3 * fit[f"{key}_error"]
+    assert 0.001 < fit[f"{key}_bootstrap_se"] < 0.02
+    # two estimates of one spread: resampling the points, and the residuals through the Jacobian
+    assert 0.4 < fit[f"{key}_residual_se"] / fit[f"{key}_bootstrap_se"] < 2.5
+    assert fit[f"{key}_error"] == max(fit[f"{key}_residual_se"], fit[f"{key}_bootstrap_se"])
+  assert 0.001 < fit["rms"] < 0.01
   rows = lm_scaling.joint_claims(fit)
   assert [row[2] for row in rows] == ["holds", "holds"]
+  assert [row[2] for row in lm_scaling.joint_claims({**fit, "r2": 0.5})][0].startswith("does not hold")
   assert lm_scaling.fit_joint(n[:5], d[:5], loss[:5]) is None  # four parameters need more than five points
+  assert lm_scaling.fit_joint(n, d, np.where(np.arange(12) == 3, np.nan, loss)) is None
   # the single law at one D flattens where the data bind: its exponent is below the joint α_N
   assert lm_scaling.fit_law(sizes, loss[:6])["alpha"] < 0.076
 

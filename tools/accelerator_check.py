@@ -347,9 +347,10 @@ def _seconds(fn, args, repeats: int) -> float:
 
 
 def _step_parts(model, state, sharding, batch, mesh, rules, label_smoothing, repeats) -> dict:
-  """Where a train step's time goes: the forward pass alone (evaluation mode) and the forward and backward passes
-  (training mode, dropout on) of the same batch; the rest of the step is the optimiser update and what surrounds
-  it. A step far from its estimate shows here whether the passes or the update hold the time."""
+  """Where a train step's time goes: the forward pass alone (evaluation mode); the forward and backward passes of the
+  same batch in training mode (dropout on), without dropout, and with dropout masks drawn by the ``rbg`` generator;
+  the rest of the step is the optimiser update and what surrounds it. A step far from its estimate shows here
+  whether the passes, the masks' random bits or the update hold the time."""
   import jax  # pylint: disable=g-import-not-at-top
   from attnjax.runtime import partitioning  # pylint: disable=g-import-not-at-top
   from attnjax.training import steps as steps_lib  # pylint: disable=g-import-not-at-top

@@ -17,9 +17,11 @@ Three laws, each a least-squares line of log L on log x, L in nats per token on 
 
 * **L(N, D)**, both sweeps in Kaplan et al.'s eq. (1.5), L = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D: each ``size`` run
   at its N and the D it trained on, each ``data`` run at its model's N and its D; fitted by least squares in log L
-  (several starts), with bootstrap errors over the points. L(N) alone is measured at one D, where the larger models
-  are limited by the data as much as by their size; this fit separates the two and gives α_N and α_D of the law
-  that holds at every N and D.
+  (several starts). Each exponent's error is the larger of a bootstrap over the points and the residuals' (through
+  the fit's Jacobian), judged as the single laws' are (R² of log L ≥ 0.95, error ≤ 0.01). L(N) alone is measured at
+  one D, where the larger models are limited by the data as much as by their size; this fit separates the two and
+  gives α_N and α_D of the law that holds at every N and D. The ``size`` runs train one epoch of their D rather
+  than to early stopping, so their D term also carries that step limit.
 
 A ``data`` point whose best evaluation is its run's last is marked: the step cap, not the data, may have ended it.
 The frontier's points that are a run's last evaluation are counted: the learning rate decays to 0 at a run's end, so
@@ -129,7 +131,8 @@ def _joint_log_loss(theta, log_n, log_d):
   return alpha_d * np.logaddexp(alpha_n / alpha_d * (log_nc - log_n), log_dc - log_d)
 
 
-def _joint_least_squares(log_n, log_d, log_loss, starts) -> np.ndarray | None:
+def _joint_least_squares(log_n, log_d, log_loss, starts):
+  """The least-squares result (scipy's) of eq. (1.5) in log L from the best of ``starts``; None if none converged."""
   from scipy import optimize  # pylint: disable=g-import-not-at-top
   best = None
   for start in starts:
@@ -138,39 +141,64 @@ def _joint_least_squares(log_n, log_d, log_loss, starts) -> np.ndarray | None:
                                       bounds=([1e-3, 1e-3, -50.0, -50.0], [3.0, 3.0, 120.0, 120.0]))
     except ValueError:
       continue
-    if best is None or result.cost < best.cost:
+    if np.all(np.isfinite(result.x)) and (best is None or result.cost < best.cost):
       best = result
-  return None if best is None else best.x
+  return best
 
 
-def fit_joint(n, d, loss, *, samples: int = 500, seed: int = 0) -> dict | None:
-  """Kaplan et al.'s L(N, D) = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D by least squares in log L, from several starts:
-  ``{"alpha_n", "alpha_d", "n_c", "d_c", "alpha_n_se", "alpha_d_se" (bootstrap over the points, from the fit), "rms"
-  (of the log residuals), "points"}``; None without 6 points, 3 distinct N and 3 distinct D (4 parameters)."""
+JOINT_STARTS = [(a_n, a_d, log_nc, log_dc) for a_n in (0.05, 0.1, 0.3) for a_d in (0.05, 0.1, 0.3)
+                for log_nc in (np.log(1e8), np.log(1e11), np.log(1e14))
+                for log_dc in (np.log(1e9), np.log(1e12), np.log(1e14))]
+
+
+def enough_for_joint(n, d) -> bool:
+  """Eq. (1.5) has 4 parameters: at least 6 points, 5 distinct (N, D) pairs, 3 distinct N and 3 distinct D."""
+  pairs = {(float(a), float(b)) for a, b in zip(n, d)}
+  return len(n) >= 6 and len(pairs) >= 5 and len({a for a, _ in pairs}) >= 3 and len({b for _, b in pairs}) >= 3
+
+
+def fit_joint(n, d, loss, *, samples: int = BOOTSTRAP, seed: int = 0) -> dict | None:
+  """Kaplan et al.'s L(N, D) = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D by least squares in log L, from several starts.
+
+  Returns ``{"alpha_n", "alpha_d", "n_c", "d_c", "rms"`` (of the log residuals), ``"r2"`` (of log L), ``"points"``,
+  and for each exponent ``"<alpha>_bootstrap_se"`` (resampled points, each refit from the fit and one other start;
+  None with fewer than 50 resamples that fit), ``"<alpha>_residual_se"`` (from the Jacobian: the residuals' variance
+  over n − 4 times (JᵀJ)⁻¹) and ``"<alpha>_error"``, the larger of the two}``; None without enough points
+  (:func:`enough_for_joint`) or when no start converges."""
   log_n, log_d = np.log(np.asarray(n, np.float64)), np.log(np.asarray(d, np.float64))
   log_loss = np.log(np.asarray(loss, np.float64))
-  if log_n.size < 6 or np.unique(log_n).size < 3 or np.unique(log_d).size < 3:
+  if not enough_for_joint(n, d) or not np.all(np.isfinite(log_loss)):
     return None
-  starts = [(a_n, a_d, log_nc, log_dc) for a_n in (0.05, 0.1, 0.3) for a_d in (0.05, 0.1, 0.3)
-            for log_nc in (np.log(1e8), np.log(1e11), np.log(1e14)) for log_dc in (np.log(1e9), np.log(1e12),
-                                                                                np.log(1e14))]
-  theta = _joint_least_squares(log_n, log_d, log_loss, starts)
-  if theta is None:
+  best = _joint_least_squares(log_n, log_d, log_loss, JOINT_STARTS)
+  if best is None:
     return None
+  theta = best.x
+  residuals = _joint_log_loss(theta, log_n, log_d) - log_loss
+  dof = log_n.size - 4
+  try:
+    covariance = np.linalg.inv(best.jac.T @ best.jac) * float(np.sum(residuals ** 2)) / dof
+    residual_se = np.sqrt(np.clip(np.diag(covariance)[:2], 0.0, None))
+  except np.linalg.LinAlgError:  # a flat direction: the exponents are not determined
+    residual_se = np.full(2, np.inf)
   rng = np.random.default_rng(seed)
   draws = []
   for _ in range(samples):
     pick = rng.integers(0, log_n.size, log_n.size)
-    if np.unique(log_n[pick]).size >= 3 and np.unique(log_d[pick]).size >= 3:
-      refit = _joint_least_squares(log_n[pick], log_d[pick], log_loss[pick], [theta])
+    if enough_for_joint(log_n[pick], log_d[pick]):
+      refit = _joint_least_squares(log_n[pick], log_d[pick], log_loss[pick], [theta, (0.1, 0.1, np.log(1e11),
+                                                                                       np.log(1e12))])
       if refit is not None:
-        draws.append(refit[:2])
-  spread = np.std(draws, axis=0, ddof=1) if len(draws) > 1 else (None, None)
-  residuals = _joint_log_loss(theta, log_n, log_d) - log_loss
-  return {"alpha_n": float(theta[0]), "alpha_d": float(theta[1]), "n_c": float(np.exp(theta[2])),
-          "d_c": float(np.exp(theta[3])), "alpha_n_se": None if spread[0] is None else float(spread[0]),
-          "alpha_d_se": None if spread[1] is None else float(spread[1]),
-          "rms": float(np.sqrt(np.mean(residuals ** 2))), "points": int(log_n.size)}
+        draws.append(refit.x[:2])
+  boot = np.std(draws, axis=0, ddof=1) if len(draws) >= 50 else None
+  total = float(np.sum((log_loss - log_loss.mean()) ** 2))
+  out = {"alpha_n": float(theta[0]), "alpha_d": float(theta[1]), "n_c": float(np.exp(theta[2])),
+         "d_c": float(np.exp(theta[3])), "rms": float(np.sqrt(np.mean(residuals ** 2))),
+         "r2": 1.0 - float(np.sum(residuals ** 2)) / total if total else 1.0, "points": int(log_n.size)}
+  for i, key in enumerate(("alpha_n", "alpha_d")):
+    out[f"{key}_bootstrap_se"] = None if boot is None else float(boot[i])
+    out[f"{key}_residual_se"] = float(residual_se[i])
+    out[f"{key}_error"] = max(float(residual_se[i]), 0.0 if boot is None else float(boot[i]))
+  return out
 
 
 def joint_points(laws: dict) -> list[dict]:
@@ -181,36 +209,51 @@ def joint_points(laws: dict) -> list[dict]:
 
 
 def joint_section(points: list[dict]) -> tuple[str, dict | None]:
-  fit = fit_joint([p["n"] for p in points], [p["d"] for p in points], [p["loss"] for p in points])
+  n, d, loss = [p["n"] for p in points], [p["d"] for p in points], [p["loss"] for p in points]
   lines = ["### L(N, D): both sweeps in one law", ""]
+  if not enough_for_joint(n, d):
+    return "\n".join(lines + [f"No fit: {len(points)} point(s); eq. (1.5) has 4 parameters and needs 6 points, "
+                                "5 distinct (N, D), 3 distinct N and 3 distinct D.", ""]), None
+  fit = fit_joint(n, d, loss)
   if fit is None:
-    return "\n".join(lines + [f"No fit: {len(points)} point(s); eq. (1.5) needs 6, over 3 N and 3 D.", ""]), None
-  se = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
+    return "\n".join(lines + ["No fit: the least squares converged from no start (a loss that is not finite?).",
+                                ""]), None
+
+  def exponent(key):
+    boot = fit[f"{key}_bootstrap_se"]
+    return (f"{fit[key]:.3f} ± {fit[f'{key}_error']:.3f}** (the larger of the bootstrap's "
+            f"{'—' if boot is None else f'{boot:.3f}'} and the residuals' {fit[f'{key}_residual_se']:.3f})")
+
   lines += [f"Kaplan et al.'s eq. (1.5), L = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D, fitted to the {fit['points']} points "
-            f"of the `size` and `data` sweeps: **α_N = {fit['alpha_n']:.3f} ± {se(fit['alpha_n_se'])}**, **α_D = "
-            f"{fit['alpha_d']:.3f} ± {se(fit['alpha_d_se'])}** (bootstrap over the points), N_c = {fit['n_c']:.3g}, "
-            f"D_c = {fit['d_c']:.3g}; the fit is off by {100 * fit['rms']:.2f}% of L (root mean square). Kaplan et "
-            f"al.: α_N = {QUOTED['N']}, α_D = {QUOTED['D']} (N_c = 8.8e13, D_c = 5.4e13, in their tokens).", ""]
+            f"of the `size` and `data` sweeps: **α_N = {exponent('alpha_n')}, **α_D = {exponent('alpha_d')}; "
+            f"N_c = {fit['n_c']:.3g}, D_c = {fit['d_c']:.3g}; R² = {fit['r2']:.3f} in log L, off by "
+            f"{100 * fit['rms']:.2f}% of L (root mean square). Kaplan et al.: α_N = {QUOTED['N']}, α_D = "
+            f"{QUOTED['D']} (N_c = 8.8e13, D_c = 5.4e13, in their tokens). The `size` points trained one epoch of "
+            "their D, not until early stopping: their D term also carries the step limit.", ""]
   return "\n".join(lines), fit
 
 
 def joint_claims(fit: dict | None) -> list[list[str]]:
-  """The two exponents of L(N, D), each judged as the single laws are: "inconclusive" with a standard error above
-  0.01 (or none), else "holds" within two standard errors of Kaplan et al.'s, "another exponent" beyond."""
+  """The two exponents of L(N, D), judged as the single laws are (their span aside: both sweeps span 30x): "does
+  not hold" when eq. (1.5) fits log L with R² < 0.95; "inconclusive" with an error above 0.01; else "holds" within
+  two errors of Kaplan et al.'s, "another exponent" beyond. The error is the larger of the bootstrap's and the
+  residuals'."""
   rows = []
   for law, key in (("N", "alpha_n"), ("D", "alpha_d")):
     claim = f"L ∝ {law}^-{QUOTED[law]} (joint L(N, D))"
     if fit is None:
       rows.append([claim, "no joint fit", "not measured"])
       continue
-    alpha, se = fit[key], fit[f"{key}_se"]
-    if not se:
-      rows.append([claim, f"α = {alpha:.3f}, no bootstrap error", "inconclusive"])
-      continue
-    distance = abs(alpha - QUOTED[law]) / se
-    verdict = (f"inconclusive (± {se:.3f})" if se > GOAL["se"] else
-               "holds" if distance <= 2 else "power law, another exponent")
-    rows.append([claim, f"α = {alpha:.3f} ± {se:.3f}; {distance:.1f} SE from {QUOTED[law]}", verdict])
+    alpha, error = fit[key], fit[f"{key}_error"]
+    distance = abs(alpha - QUOTED[law]) / error if error else math.inf
+    if fit["r2"] < GOAL["r2"]:
+      verdict = "does not hold (eq. 1.5 does not fit)"
+    elif not math.isfinite(error) or error > GOAL["se"]:
+      verdict = f"inconclusive (± {error:.3f})"
+    else:
+      verdict = "holds" if distance <= 2 else "power law, another exponent"
+    rows.append([claim, f"α = {alpha:.3f} ± {error:.3f}, R² {fit['r2']:.3f}; {distance:.1f} SE from {QUOTED[law]}",
+                 verdict])
   return rows
 
 

@@ -43,7 +43,8 @@ TIME_TITLE = "train (h:mm)"
 
 def format_time(record: dict) -> str:
   """A run's training time: its newest checkpoint's bookkeeping, which adds up every launch of a resumed run
-  (evaluations during training included); without one, its last launch's wall time, marked "(wall)"."""
+  (evaluations during training included; a warm-started run's clock includes its source's, up to the step it
+  started from); without one, its last launch's wall time, marked "(wall)"."""
   if record.get("train_seconds"):
     return format_wall(record["train_seconds"])
   wall = format_wall(record.get("wall_seconds"))

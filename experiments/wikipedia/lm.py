@@ -23,8 +23,8 @@ Transformer steps reach here, ``docs/benchmarks.md``; the report states what it 
   report also fits Kaplan et al.'s L(N, D) to both sweeps, which accounts for the data).
 * ``data`` (L(D)): the 4 x 128 model on 0.25M to 8M training tokens (6 points, 32x; nested random samples of the
   training rows), repeated as epochs for up to 16M tokens (two epochs of the largest), stopped early after 4
-  evaluations without a better validation loss; each point is evaluated every half epoch (25 to 125 steps) and warms
-  up over at most one epoch. Its best validation loss is L(D).
+  evaluations without a better validation loss; each point is evaluated every half epoch, at most every 125 steps
+  (30 to 125), and warms up over at most one epoch. Its best validation loss is L(D).
 * ``positional`` (extrapolation): the 4 x 128 model with sinusoidal, learned, relative (Shaw) and T5 positions, trained
   on 8M tokens in rows of 256 and evaluated on rows of 1,024 (``--eval seq_len=1024``): the loss at positions up to
   2x and 4x the training length.
