@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from attnjax.models.interface import BOS_ID, EOS_ID, PAD_ID, source_mask
+from attnjax.models.interface import BOS_ID, EOS_ID, PAD_ID, PER_SOURCE, source_mask
 from attnjax.tokens import never_predicted
 
 NEG_INF = -1.0e9  # finite: -inf - (-inf) would give NaN in score differences
@@ -184,8 +184,14 @@ def _check_constraints(min_len, no_repeat_ngram_size) -> dict:
 
 
 def _gather_beams(tree, flat_index):
-  """Reorders every leaf (batch-first, B·K rows) by ``flat_index [B·K']``."""
-  return jax.tree_util.tree_map(lambda x: jnp.take(x, flat_index, axis=0), tree)
+  """Reorders every leaf (batch-first, B·K rows) by ``flat_index [B·K']``, except a cache's ``PER_SOURCE`` entries:
+  the same for every beam of a row, they stay where they are (the Transformer's projected memory, [B·K, S, ...] per
+  layer, would otherwise be copied at every step)."""
+  def take(path, x):
+    if any(getattr(key, "key", None) == PER_SOURCE for key in path):
+      return x
+    return jnp.take(x, flat_index, axis=0)
+  return jax.tree_util.tree_map_with_path(take, tree)
 
 
 @functools.partial(jax.jit, static_argnames=("model", "beam_size", "alpha", "max_len_a", "max_len_b", "max_len",

@@ -219,3 +219,14 @@ def test_search_never_emits_pad_bos_or_padded_vocabulary_ids():
     for row, length in real_rows:
       generated = row[:length]
       assert length > 0 and not np.isin(generated, [PAD_ID, BOS_ID]).any() and (generated < real).all(), generated
+
+
+def test_the_beam_reorder_leaves_a_caches_per_source_entries_in_place_and_reorders_the_rest():
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from attnjax import decoding  # pylint: disable=g-import-not-at-top
+  from attnjax.models.interface import PER_SOURCE  # pylint: disable=g-import-not-at-top
+  rows = jnp.arange(4.0)[:, None] * jnp.ones((4, 3))
+  cache = {"index": jnp.arange(4), "layers": ({"self": rows, PER_SOURCE: {"key": rows}},)}
+  out = decoding._gather_beams(cache, jnp.array([1, 1, 3, 2]))  # pylint: disable=protected-access
+  assert out["index"].tolist() == [1, 1, 3, 2] and out["layers"][0]["self"][:, 0].tolist() == [1, 1, 3, 2]
+  assert out["layers"][0][PER_SOURCE]["key"] is cache["layers"][0][PER_SOURCE]["key"]

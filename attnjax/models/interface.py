@@ -11,7 +11,9 @@ A model is a ``flax.linen.Module`` with four methods, all called through ``model
 ``init_cache(memory, max_length) -> cache``
     The decoder state before the first target token, for up to ``max_length`` target positions. A dict of arrays,
     **every leaf with the batch axis first** (beam search reorders it along axis 0); the position of the next token is
-    kept per row as ``cache["index"]: [B] int32``.
+    kept per row as ``cache["index"]: [B] int32``. What depends on the source alone (the Transformer's projected
+    encoder-decoder keys and values) goes under a ``PER_SOURCE`` key: it is the same for every beam of a row, so beam
+    search leaves it where it is instead of copying it at every step.
 
 ``decode(tgt_in, memory, cache=None, *, deterministic=True, return_attention=False) -> DecoderOutput``
     tgt_in: ``[B, T]`` int, the shifted target (``BOS_ID`` first). Without a cache: teacher forcing over all T
@@ -33,6 +35,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID  # pylint: disable=unused-import  (re-exported)
+
+
+PER_SOURCE = "per_source"  # a cache subtree that depends on the source alone (see init_cache)
 
 
 class DecoderOutput(NamedTuple):

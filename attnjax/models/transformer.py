@@ -34,7 +34,7 @@ from attnjax.layers.attention import MultiHeadAttention
 from attnjax.layers.copy import PointerGate, mix_log_probs
 from attnjax.layers.dropout import DROPOUT_BITS, Dropout
 from attnjax.layers.embedding import POSITIONAL_ENCODINGS, PositionalEncoding, TokenEmbedding
-from attnjax.models.interface import DecoderOutput, source_mask
+from attnjax.models.interface import PER_SOURCE, DecoderOutput, source_mask
 
 PRESETS = {
     # Vaswani et al. 2017, Table 3: N=6, d_model, d_ff, h, P_drop; label smoothing 0.1 belongs to the loss.
@@ -177,7 +177,7 @@ class DecoderLayer(nn.Module):
     padding alone); ``self_segments`` those of the self-attention (packed rows) or None (causality alone)."""
     det = deterministic
     self_cache = None if cache is None else cache["self"]
-    cross_cache = None if cache is None else cache["cross"]
+    cross_cache = None if cache is None else cache[PER_SOURCE]
     x, new_self, _ = self.self_block(
         x, lambda h: self.self_attention(h, segment_ids=self_segments, is_causal=cache is None, kv_cache=self_cache,
                                          cache_index=cache_index, positions=positions, deterministic=det),
@@ -187,7 +187,7 @@ class DecoderLayer(nn.Module):
                                           kv_cache=cross_cache, deterministic=det, return_weights=return_weights),
         deterministic=det)
     x, = self.ffn_block(x, lambda h: (self.ffn(h, deterministic=det),), deterministic=det)
-    new_cache = None if cache is None else {"self": new_self, "cross": cross_cache}
+    new_cache = None if cache is None else {"self": new_self, PER_SOURCE: cross_cache}
     return x, new_cache, weights
 
   def project_memory(self, encoded):
@@ -336,14 +336,15 @@ class Transformer(nn.Module):
     return memory
 
   def init_cache(self, memory, max_length):
-    """Self-attention buffers of ``max_length`` positions and the projected memory, per decoder layer."""
+    """Self-attention buffers of ``max_length`` positions and the projected memory (the same for every beam of a
+    row: under ``PER_SOURCE``), per decoder layer."""
     if self.positional == "learned" and max_length > self.max_length:
       raise ValueError(f"max_length {max_length} exceeds the learned position table ({self.max_length})")
     encoded = memory["encoded"]
     batch = encoded.shape[0]
     head_dim = self.d_model // self.num_heads
     zeros = jnp.zeros((batch, max_length, self.num_heads, head_dim), self.dtype)
-    layers = tuple({"self": {"key": zeros, "value": zeros}, "cross": layer.project_memory(encoded)}
+    layers = tuple({"self": {"key": zeros, "value": zeros}, PER_SOURCE: layer.project_memory(encoded)}
                    for layer in self.decoder_layers)
     return {"index": jnp.zeros((batch,), jnp.int32), "layers": layers}
 
