@@ -505,3 +505,15 @@ def collect(roots: Iterable[fs.PathLike], *, curves: bool = True) -> list[dict[s
   # by run path, wherever each record came from, so that a report (and its results.json) lists the same runs in the
   # same order whether a run is read from an archive, from its workdir or replayed
   return sorted([record for run, record in archived.items() if run not in seen] + live, key=lambda r: r["run"])
+
+
+def evaluation_file(record: dict, key: str):
+  """The file an evaluation recorded under ``metrics[key]`` (its hypotheses, its per-question scores), or the same
+  file name inside the run's workdir when the recorded path is gone (the workdir moved); None if neither exists."""
+  path = (record.get("metrics") or {}).get(key)
+  if not path:
+    return None
+  if fs.exists(path):
+    return path
+  candidate = fs.join(record["workdir"], fs.path(path).name)
+  return candidate if fs.exists(candidate) else None

@@ -13,13 +13,12 @@ claims the study tests with them.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from absl import logging
 
 from attnjax import fs
-from attnjax.report.runs import LABEL_ORDER
+from attnjax.report.runs import LABEL_ORDER, evaluation_file
 from attnjax.report.tables import markdown_table
 
 STATISTICS = ("repeated_trigrams", "novel_1grams", "novel_2grams", "novel_3grams")
@@ -198,12 +197,7 @@ def rouge_by_length(articles: list[str], hypotheses: list[str], references: list
 
 
 def _hypotheses_path(record: dict) -> Any:
-  path = (record.get("metrics") or {}).get("hypotheses")
-  if path and fs.exists(path):
-    return path
-  # the workdir moved: the same file name inside it
-  candidate = fs.join(record["workdir"], os.path.basename(path)) if path else None
-  return candidate if candidate is not None and fs.exists(candidate) else None
+  return evaluation_file(record, "hypotheses")
 
 
 def length_rows(records: list[dict]) -> list[tuple[dict, dict[str, list[float]]]]:

@@ -36,7 +36,7 @@ import numpy as np
 from absl import logging
 
 from attnjax import fs
-from attnjax.report.runs import checkpoint_seconds, init_label
+from attnjax.report.runs import checkpoint_seconds, evaluation_file, init_label
 from attnjax.report.tables import format_wall, markdown_table
 
 SEED_EM = {"BiLSTM reader": 71.3, "pre-trained": 84.1}  # the seed study: LSTM + attention, pre-trained Transformer
@@ -122,11 +122,9 @@ def _question_em(runs: list[dict]) -> tuple[dict[str, float], dict[str, int]] | 
   their questions."""
   tables = []
   for r in runs:
-    path = (r.get("metrics") or {}).get("question_scores")
-    if not path:
+    path = evaluation_file(r, "question_scores")
+    if path is None:
       return None
-    if not fs.exists(path):  # written where the evaluation ran: look for it in the workdir as it is now
-      path = fs.join(r["workdir"], fs.path(path).name)
     try:
       tables.append(json.loads(fs.read_text(path)))
     except (OSError, ValueError) as e:  # missing, or torn: the claim falls back to the point estimates
