@@ -62,9 +62,8 @@ def _rename(tree, old: str, new: str):
 
 
 def _has_key(tree, key: str) -> bool:
-  if isinstance(tree, dict):
-    return key in tree or any(_has_key(v, key) for v in tree.values())
-  return isinstance(tree, (tuple, list)) and any(_has_key(v, key) for v in tree)
+  paths = jax.tree_util.tree_flatten_with_path(tree)[0]
+  return any(getattr(k, "key", None) == key for path, _ in paths for k in path)
 
 
 class CopyPerSource(nn.Module):
