@@ -20,15 +20,20 @@ def _verdicts(records):
 def test_claims_hold_only_for_the_stated_orderings():
   arms = [_record("LSTM seq2seq", 20.0), _record("LSTM + Bahdanau", 25.0, 12.0),
           _record("LSTM + Bahdanau + pointer-generator", 30.0, 10.0),
-          _record("LSTM + Bahdanau + pointer-generator + coverage", 33.0, 2.0), _record("Transformer", 35.0)]
-  assert _verdicts(arms) == ["holds", "holds"]
+          _record("LSTM + Bahdanau + pointer-generator + coverage", 33.0, 2.0), _record("Transformer", 35.0, 30.0),
+          _record("Transformer + copy", 36.0, 20.0)]
+  assert _verdicts(arms) == ["holds", "holds", "holds"]
+  assert "Transformer: ROUGE-1 35.00, repeated 3-grams 30.00%; Transformer + copy: ROUGE-1 36.00" in (
+      summ.claims_table(arms))
   arms[4] = _record("Transformer", 24.0)  # below LSTM + attention
   arms[3] = _record("LSTM + Bahdanau + pointer-generator + coverage", 33.0, 11.0)  # more repetition than copy alone
-  assert _verdicts(arms) == ["does not hold", "ROUGE holds, repetition does not"]
+  assert _verdicts(arms) == ["does not hold", "ROUGE holds, repetition does not", "holds"]
   arms[3] = _record("LSTM + Bahdanau + pointer-generator + coverage", 29.0, 1.0)  # less ROUGE than copy alone
-  assert _verdicts(arms) == ["does not hold", "repetition holds, ROUGE does not"]
-  assert _verdicts(arms[1:]) == ["not measured", "repetition holds, ROUGE does not"]
+  arms[5] = _record("Transformer + copy", 24.0, 1.0)  # copy without a ROUGE gain over the Transformer
+  assert _verdicts(arms) == ["does not hold", "repetition holds, ROUGE does not", "does not hold"]
+  assert _verdicts(arms[1:5]) == ["not measured", "repetition holds, ROUGE does not", "not measured"]
   assert "missing: LSTM seq2seq" in summ.claims_table(arms[1:])
+  assert "missing: Transformer + copy" in summ.claims_table(arms[:5])
 
 
 def test_the_goal_and_the_ambition_are_judged_on_the_best_arm_and_the_full_model_against_lead3():

@@ -7,8 +7,9 @@ claims the study tests with them.
   the decoding speed of the split (articles per second of the evaluation's beam search, compilation included).
 * :func:`length_rows` / :func:`length_table`: ROUGE-1 of each article-length bucket, from a run's hypotheses file
   and the split's articles (the data must be readable where the report runs).
-* :func:`claims_table`: the seed's ordering "seq2seq < LSTM + attention < Transformer" and See et al.'s "copy and
-  coverage add ROUGE and remove repetition", each with the numbers it rests on and a verdict.
+* :func:`claims_table`: the seed's ordering "seq2seq < LSTM + attention < Transformer", See et al.'s "copy and
+  coverage add ROUGE and remove repetition" and Gehrmann et al.'s "copy attention adds ROUGE to the Transformer",
+  each with the numbers it rests on and a verdict.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ LENGTH_BUCKETS = (400, 800, 1200)
 
 SEED_ORDER = ("LSTM seq2seq", "LSTM + Bahdanau", "Transformer")
 SEE_ET_AL = ("LSTM + Bahdanau", "LSTM + Bahdanau + pointer-generator", "LSTM + Bahdanau + pointer-generator + coverage")
+GEHRMANN = ("Transformer", "Transformer + copy")
 
 
 def _evaluated(records: list[dict]) -> list[dict]:
@@ -103,8 +105,8 @@ def _increasing(values: list[float]) -> bool:
 
 
 def claims_table(records: list[dict]) -> str | None:
-  """One row per claim and task: the numbers it rests on (ROUGE-1 on the evaluated split; repetition for See et
-  al.'s) and a verdict: "holds", "does not hold" or "not measured" (an arm missing)."""
+  """One row per claim and task: the numbers it rests on (ROUGE-1 on the evaluated split; repetition beside it for
+  the copy claims, judged on it for See et al.'s) and a verdict: "holds", "does not hold" or "not measured" (an arm missing)."""
   tasks = sorted({r["task"] for r in _evaluated(records)})
   rows = []
   for task in tasks:
@@ -130,6 +132,16 @@ def claims_table(records: list[dict]) -> str | None:
     else:
       verdict, evidence = "not measured", "missing: " + ", ".join(l for l, r in zip(SEE_ET_AL, found) if not r)
     rows.append(["See et al.: copy and coverage add ROUGE and remove repetition", task, evidence, verdict])
+    found = [runs.get(label) for label in GEHRMANN]
+    if all(found):
+      rouge = [r["scores"].get("rouge1") for r in found]
+      verdict = "holds" if None not in rouge and _increasing(rouge) else "does not hold"
+      evidence = "; ".join(f"{label}: ROUGE-1 {_number(r['scores'].get('rouge1'))}, repeated 3-grams "
+                           f"{_number((r.get('metrics') or {}).get('repeated_trigrams'))}%"
+                           for label, r in zip(GEHRMANN, found))
+    else:
+      verdict, evidence = "not measured", "missing: " + ", ".join(l for l, r in zip(GEHRMANN, found) if not r)
+    rows.append(["Gehrmann et al.: copy attention adds ROUGE to the Transformer", task, evidence, verdict])
   return markdown_table(["claim", "task", "evidence", "verdict"], rows) if rows else None
 
 
