@@ -104,15 +104,21 @@ def test_lead3_scores_every_article_of_the_split_an_empty_one_with_an_empty_summ
   assert result["novel_1grams"] == 0.0  # extractive
 
 
-def test_copy_map_gives_the_decoded_summarys_attention_and_p_gen(tmp_path):
+@pytest.mark.parametrize("family", ["lstm", "transformer"])
+def test_copy_map_gives_the_decoded_summarys_attention_and_p_gen(tmp_path, family):
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   import ml_collections  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from attnjax.models.rnn_seq2seq import RNNSeq2Seq  # pylint: disable=g-import-not-at-top
+  from attnjax.models.transformer import Transformer  # pylint: disable=g-import-not-at-top
   from attnjax.report import copy_maps  # pylint: disable=g-import-not-at-top
-  model = RNNSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, embed_dim=8, hidden_dim=8, attention="bahdanau",
-                     copy=True, coverage=True)
+  if family == "lstm":
+    model = RNNSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, embed_dim=8, hidden_dim=8, attention="bahdanau",
+                       copy=True, coverage=True)
+  else:  # the cross-attention of the last layer, averaged over its heads
+    model = Transformer(src_vocab_size=12, tgt_vocab_size=12, num_encoder_layers=1, num_decoder_layers=2, d_model=8,
+                        num_heads=2, d_ff=16, dropout_rate=0.0, shared_vocab=True, copy=True)
   src = [3, 4, 5, 6, 7, 8]
   params = model.init(jax.random.PRNGKey(0), jnp.asarray([src]), jnp.asarray([[1, 3]]))["params"]
   eval_cfg = ml_collections.ConfigDict(dict(beam_size=2, alpha=0.0, max_len_a=0.0, max_len_b=6, min_len=3,
