@@ -130,6 +130,12 @@ def test_copy_map_gives_the_decoded_summarys_attention_and_p_gen(tmp_path, famil
   path = copy_maps.draw(attention, p_gen, [f"s{i}" for i in range(6)], [f"o{i}" for i in range(len(tokens))],
                         str(tmp_path / "map.png"), min_weight=0.1)
   assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+  heatmap, bars = copy_maps.figure(attention, p_gen, [f"s{i}" for i in range(6)],
+                                   [f"o{i}" for i in range(len(tokens))], min_weight=0.1).axes
+  for ax in (heatmap, bars):  # the summary reads top to bottom: its first token's row is at the top
+    bottom, top = ax.get_ylim()
+    assert top < bottom and abs(top - (-0.5)) < 1e-9
+  assert [t.get_text() for t in heatmap.get_yticklabels()][0] == "o0"
   with pytest.raises(ValueError, match="copy=False"):
     copy_maps.copy_map(RNNSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, attention="bahdanau"), params, src, eval_cfg)
 

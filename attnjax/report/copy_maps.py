@@ -52,9 +52,10 @@ def copy_map(model, params, src_ids: list[int], eval_cfg, vocab_size: int | None
   return tokens, np.asarray(decoded.attention[0]), p_gen
 
 
-def draw(attention, p_gen, source_pieces, output_pieces, path: str, *, min_weight: float, title: str = "") -> str:
-  """The attention of the source columns attended at least ``min_weight``, with p_gen beside each output row."""
-  from attnjax.visualize import plt, save_figure  # pylint: disable=g-import-not-at-top  (Agg set there)
+def figure(attention, p_gen, source_pieces, output_pieces, *, min_weight: float, title: str = ""):
+  """The attention of the source columns attended at least ``min_weight``, with p_gen beside each output row: the
+  summary reads top to bottom, the article left to right (a matplotlib figure)."""
+  from attnjax.visualize import plt  # pylint: disable=g-import-not-at-top  (Agg set there)
   columns = np.flatnonzero(attention.max(axis=0) >= min_weight)
   if not columns.size:
     columns = np.arange(min(attention.shape[1], 40))
@@ -70,12 +71,17 @@ def draw(attention, p_gen, source_pieces, output_pieces, path: str, *, min_weigh
   ax.set_ylabel("output")
   bar.barh(range(len(p_gen)), p_gen, color="tab:orange")
   bar.set_xlim(0, 1)
-  bar.set_xlabel("p_gen")
-  bar.invert_yaxis()  # row 0 at the top, as the heatmap
+  bar.set_xlabel("p_gen")  # the y axis is shared: imshow has put row 0 at the top for both
   if title:
     fig.suptitle(title, fontsize=9)
   fig.tight_layout()
-  return save_figure(fig, path)
+  return fig
+
+
+def draw(attention, p_gen, source_pieces, output_pieces, path: str, *, min_weight: float, title: str = "") -> str:
+  """:func:`figure`, saved as a PNG at ``path`` (returned)."""
+  from attnjax.visualize import save_figure  # pylint: disable=g-import-not-at-top
+  return save_figure(figure(attention, p_gen, source_pieces, output_pieces, min_weight=min_weight, title=title), path)
 
 
 def main(argv):
