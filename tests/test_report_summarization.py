@@ -136,6 +136,8 @@ def test_copy_map_gives_the_decoded_summarys_attention_and_p_gen(tmp_path, famil
     bottom, top = ax.get_ylim()
     assert top < bottom and abs(top - (-0.5)) < 1e-9
   assert [t.get_text() for t in heatmap.get_yticklabels()][0] == "o0"
+  from attnjax.visualize import plt  # pylint: disable=g-import-not-at-top
+  plt.close(heatmap.figure)
   with pytest.raises(ValueError, match="copy=False"):
     copy_maps.copy_map(RNNSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, attention="bahdanau"), params, src, eval_cfg)
 

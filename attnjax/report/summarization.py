@@ -104,9 +104,15 @@ def _increasing(values: list[float]) -> bool:
   return all(a < b for a, b in zip(values, values[1:]))
 
 
+def _missing(labels: tuple[str, ...], found: list) -> tuple[str, str]:
+  """The verdict and evidence of a claim whose arms are not all evaluated."""
+  return "not measured", "missing: " + ", ".join(label for label, r in zip(labels, found) if not r)
+
+
 def claims_table(records: list[dict]) -> str | None:
   """One row per claim and task: the numbers it rests on (ROUGE-1 on the evaluated split; repetition beside it for
-  the copy claims, judged on it for See et al.'s) and a verdict: "holds", "does not hold" or "not measured" (an arm missing)."""
+  the copy claims, judged on it for See et al.'s) and a verdict: "holds", "does not hold" or "not measured" (an arm
+  missing)."""
   tasks = sorted({r["task"] for r in _evaluated(records)})
   rows = []
   for task in tasks:
@@ -117,7 +123,7 @@ def claims_table(records: list[dict]) -> str | None:
       verdict = "holds" if None not in rouge and _increasing(rouge) else "does not hold"
       evidence = ", ".join(f"{label} {_number(v)}" for label, v in zip(SEED_ORDER, rouge))
     else:
-      verdict, evidence = "not measured", "missing: " + ", ".join(l for l, r in zip(SEED_ORDER, found) if not r)
+      verdict, evidence = _missing(SEED_ORDER, found)
     rows.append(["seed: seq2seq < LSTM + attention < Transformer (ROUGE-1)", task, evidence, verdict])
     found = [runs.get(label) for label in SEE_ET_AL]
     if all(found):
@@ -130,7 +136,7 @@ def claims_table(records: list[dict]) -> str | None:
       evidence = "; ".join(f"{label.replace('LSTM + Bahdanau', 'attention')}: ROUGE-1 {_number(a)}, repeated "
                            f"3-grams {_number(b)}%" for label, a, b in zip(SEE_ET_AL, rouge, repeated))
     else:
-      verdict, evidence = "not measured", "missing: " + ", ".join(l for l, r in zip(SEE_ET_AL, found) if not r)
+      verdict, evidence = _missing(SEE_ET_AL, found)
     rows.append(["See et al.: copy and coverage add ROUGE and remove repetition", task, evidence, verdict])
     found = [runs.get(label) for label in GEHRMANN]
     if all(found):
@@ -140,7 +146,7 @@ def claims_table(records: list[dict]) -> str | None:
                            f"{_number((r.get('metrics') or {}).get('repeated_trigrams'))}%"
                            for label, r in zip(GEHRMANN, found))
     else:
-      verdict, evidence = "not measured", "missing: " + ", ".join(l for l, r in zip(GEHRMANN, found) if not r)
+      verdict, evidence = _missing(GEHRMANN, found)
     rows.append(["Gehrmann et al.: copy attention adds ROUGE to the Transformer", task, evidence, verdict])
   return markdown_table(["claim", "task", "evidence", "verdict"], rows) if rows else None
 
