@@ -5,10 +5,11 @@ masked-LM run's config and checkpoint, and the claim's verdict and the goals aga
 import importlib
 import json
 
+import numpy as np
 import pytest
 from tensorboardX import SummaryWriter
 
-from attnjax import report
+from attnjax import fs, report
 from attnjax.report import transfer
 from tests.markdown_tables import table_rows
 
@@ -40,6 +41,13 @@ def test_the_section_shows_each_reader_its_budget_the_seed_numbers_the_claim_and
   # the readers load the run's best checkpoint (step 4000, scored by its evaluation), not its newest (5000)
   mlm = _workdir(root, "wikipedia/bert_mlm", step=5000, seconds=4 * 3600.0, older={4000: 3.2 * 3600},
                  scores={"step": 4000, "mlm_accuracy": 0.4, "mlm_loss": 3.0})
+  # the rows its evaluation cached: the test split's maskable tokens are 6, 6, 6, 7 ([PAD], [CLS], [SEP] never masked)
+  mlm_run = root / "wikipedia/bert_mlm/single/default"
+  (mlm_run / "wordpiece.vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"]))
+  from attnjax.data.mlm import MlmTaskData  # pylint: disable=g-import-not-at-top
+  fs.save_npz(MlmTaskData(mlm.data, str(mlm_run))._cache_path("test"),  # pylint: disable=protected-access
+              ids=np.array([[2, 6, 6, 3, 2, 6, 7, 3, 0]]), segment_ids=np.array([[1, 1, 1, 1, 2, 2, 2, 2, 0]]),
+              positions=np.array([[0, 1, 2, 3, 0, 1, 2, 3, 0]]))
   configs = {}
   for i, reader in enumerate(EM):
     configs[reader] = _workdir(root, f"squad_transfer/{reader}", step=600 + i, seconds=3600.0,
@@ -61,6 +69,10 @@ def test_the_section_shows_each_reader_its_budget_the_seed_numbers_the_claim_and
   assert [row["reader"] for row in table_rows(markdown, "## Transfer")][:2] == ["BiLSTM reader", "BERT reader"]
   assert rows["random/BERT reader"]["seed EM (SQuAD v1.1)"] == "—"
   assert rows["all-MiniLM-L6-v2/BERT reader (from all-MiniLM-L6-v2)"]["pre-training"].startswith("published")
+  entropy = -(0.75 * np.log(0.75) + 0.25 * np.log(0.25))
+  assert (f"- The masked-LM run wikipedia/bert_mlm/single/default reaches test MLM loss 3.00 and accuracy 40.0% at the checkpoint "
+          f"the readers load. Token frequencies alone, ignoring the context, reach loss {entropy:.2f} and accuracy "
+          "75.0% on the same rows: its loss is above theirs, so it had not yet learnt to use context.") in markdown
   claim = table_rows(markdown, "| claim | evidence (EM) | verdict |")[0]
   # 45.5 beats 7.1 and 20.9; 14.0 only the first (these runs have no per-question scores: point estimates)
   assert claim["verdict"] == "holds for all-MiniLM-L6-v2 only (on point estimates: no per-question scores)"

@@ -117,7 +117,7 @@ class LmTaskData:
   def _cache_path(self, split):
     key = hashlib.sha256(json.dumps([ROWS_FORMAT, str(self.path), self.heldout, self.split_seed, self.max_articles,
                                      self.seq_len, hashlib.sha256(self.vocab.model_proto).hexdigest(),
-                                     split]).encode()).hexdigest()[:16]
+                                     split], sort_keys=True).encode()).hexdigest()[:16]
     return fs.join(self.shared_dir or self.workdir, f"lm.{split}.{key}.npz")
 
   def rows(self, split: str) -> dict[str, np.ndarray]:

@@ -142,6 +142,19 @@ def mask_rows(ids, segments, rng: np.random.Generator, *, vocab_size: int, mask_
   return {"input_ids": inputs, "mlm_positions": mlm_positions, "mlm_ids": mlm_ids, "mlm_weights": mlm_weights}
 
 
+def context_free_scores(ids, segments, special_ids: Sequence[int]) -> dict[str, float]:
+  """The best MLM loss and accuracy that a predictor ignoring its input can expect on these rows: masked positions
+  are drawn uniformly from the maskable tokens (real, not ``special_ids``), so the best context-free guess is their
+  frequency distribution p, whose cross-entropy is its entropy H(p) = -sum p log p (nats; any other distribution q
+  scores H(p) + KL(p||q)) and whose accuracy is max p. A model above this loss has not yet learnt to use context."""
+  candidate = (np.asarray(segments) > 0) & ~np.isin(ids, np.asarray(special_ids))
+  counts = np.bincount(np.asarray(ids)[candidate])
+  if not counts.sum():
+    raise ValueError("context_free_scores: the rows hold no maskable token")
+  p = counts[counts > 0] / counts.sum()
+  return {"mlm_loss": float(-(p * np.log(p)).sum()), "mlm_accuracy": float(p.max())}
+
+
 def default_max_predictions(seq_len: int, rate: float = 0.15) -> int:
   """BERT's max_predictions_per_seq for a row length (20 for 128 tokens, 80 for 512)."""
   return int(math.ceil(seq_len * rate)) + 1
@@ -204,7 +217,7 @@ class MlmTaskData:
 
   def _cache_path(self, split):
     key = hashlib.sha256(json.dumps([str(self.path), self.heldout, self.split_seed, self.max_articles, self.seq_len,
-                                     self.vocab.fingerprint, split]).encode()).hexdigest()[:16]
+                                     self.vocab.fingerprint, split], sort_keys=True).encode()).hexdigest()[:16]
     return fs.join(self.workdir, f"mlm.{split}.{key}.npz")
 
   def rows(self, split: str):
@@ -231,11 +244,24 @@ class MlmTaskData:
     self._rows[split] = (arrays["ids"], arrays["segment_ids"], arrays["positions"])
     return self._rows[split]
 
+  @property
+  def special_ids(self) -> tuple[int, ...]:
+    """The tokens never masked (as BERT: [PAD], [CLS] and [SEP])."""
+    return (self.vocab.pad_id, self.vocab.cls_id, self.vocab.sep_id)
+
+  def context_free(self, split: str) -> dict[str, float] | None:
+    """:func:`context_free_scores` of ``split``'s rows when they are cached in the workdir (a run that trained or
+    evaluated on it left them there), else None: it never tokenizes the articles."""
+    if split not in self._rows and not fs.exists(self._cache_path(split)):
+      return None
+    ids, segments, _ = self.rows(split)
+    return context_free_scores(ids, segments, self.special_ids)
+
   def batcher(self, split: str, *, shuffle: bool, seed: int, batch_size: int, num_shards: int = 1,
               shard_index: int = 0, batch_multiple: int = 1) -> MlmBatcher:
     ids, segments, positions = self.rows(split)
     v = self.vocab
     return MlmBatcher(ids, segments, positions, batch_size=batch_size, vocab_size=v.size, mask_id=v.mask_id,
-                      special_ids=(v.pad_id, v.cls_id, v.sep_id), max_predictions=self.max_predictions, seed=seed,
+                      special_ids=self.special_ids, max_predictions=self.max_predictions, seed=seed,
                       shuffle=shuffle, num_shards=num_shards, shard_index=shard_index, batch_multiple=batch_multiple,
                       rate=self.mask_rate)

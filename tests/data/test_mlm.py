@@ -112,3 +112,28 @@ def test_articles_split_by_title_skip_empty_ones_and_name_a_bad_line(tmp_path):
     f.write("{not json\n")
   with pytest.raises(ValueError, match=r"articles.jsonl:81: not JSON"):
     mlm.read_articles(path)
+
+
+def test_the_context_free_baseline_is_what_guessing_by_token_frequency_scores_at_the_masked_positions():
+  """Against the masking itself: the masked targets of many draws, scored by the rows' token frequencies, give the
+  baseline's loss and accuracy; and no other context-free distribution scores below its loss."""
+  rng = np.random.default_rng(0)
+  ids = rng.choice(np.arange(5, 12), p=[0.4, 0.2, 0.15, 0.1, 0.08, 0.05, 0.02], size=(6, 24)).astype(np.int32)
+  ids[:, 0], ids[:, 21], ids[:, 22:] = CLS, SEP, 0  # 20 real tokens a row: 3 masked each, every token alike
+  segments = np.where(ids > 0, 1, 0).astype(np.int32)
+  baseline = mlm.context_free_scores(ids, segments, special_ids=(0, CLS, SEP))
+  counts = collections.Counter(ids[:, 1:21].ravel().tolist())
+  p = {t: c / 120 for t, c in counts.items()}
+  assert baseline["mlm_loss"] == pytest.approx(-sum(q * np.log(q) for q in p.values()), rel=1e-12)
+  assert baseline["mlm_accuracy"] == pytest.approx(max(p.values()), rel=1e-12)
+  targets = np.concatenate([
+      mlm.mask_rows(ids, segments, rng, vocab_size=VOCAB, mask_id=MASK, special_ids=(0, CLS, SEP),
+                    max_predictions=3)["mlm_ids"].ravel() for _ in range(3000)])
+  best = max(p, key=p.get)
+  assert np.mean([-np.log(p[t]) for t in targets]) == pytest.approx(baseline["mlm_loss"], abs=0.01)
+  assert np.mean(targets == best) == pytest.approx(baseline["mlm_accuracy"], abs=0.01)
+  for _ in range(20):
+    q = rng.dirichlet(np.ones(len(p)))
+    assert -sum(p[t] * np.log(qt) for t, qt in zip(sorted(p), q)) >= baseline["mlm_loss"]
+  with pytest.raises(ValueError, match="no maskable token"):
+    mlm.context_free_scores(ids[:, :1], segments[:, :1], special_ids=(0, CLS, SEP))
