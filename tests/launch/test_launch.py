@@ -98,6 +98,41 @@ def test_report_of_the_sweep_shows_the_runs_own_numbers(sweep_root, tmp_path):
     assert row["split"] == "test" and row["run"].endswith(f"heads/{point}")
 
 
+def test_record_keeps_what_the_report_reads_and_a_relaunch_skips_it(sweep_root, tmp_path):
+  """A record of the sweep (launch.record) holds no checkpoint arrays, reads in the report as the runs themselves
+  do (state, scores, step, training time, curves), makes a relaunch over it skip both points, and leaves out a run
+  that is not done."""
+  from attnjax.report import runs as runs_lib  # pylint: disable=g-import-not-at-top
+  from launch import record as record_lib  # pylint: disable=g-import-not-at-top
+  src = tmp_path / "study"
+  shutil.copytree(sweep_root, src)
+  unfinished = src / "dates_transformer" / "heads" / "heads8"
+  shutil.copytree(src / "dates_transformer" / "heads" / "heads4", unfinished)
+  manifest = json.loads((unfinished / "launch.json").read_text())
+  (unfinished / "launch.json").write_text(json.dumps({**manifest, "point": "heads8", "status": "running"}))
+  dst = tmp_path / "record"
+  assert record_lib.record(src, dst) == ["dates_transformer/heads/heads2", "dates_transformer/heads/heads4"]
+  assert record_lib.record(src, dst) == []  # what is done there stays as it is
+  assert not (dst / "dates_transformer" / "heads" / "heads8").exists()
+  for point in ("heads2", "heads4"):
+    run, kept = src / "dates_transformer" / "heads" / point, dst / "dates_transformer" / "heads" / point
+    steps = sorted(p.name for p in (run / "checkpoints").iterdir() if p.name.isdigit())
+    assert steps and sorted(p.name for p in (kept / "checkpoints").iterdir()) == steps
+    for step in steps:
+      assert [p.name for p in (kept / "checkpoints" / step).iterdir()] == ["meta"]
+    assert not list(kept.glob("run.lock*"))
+    original, copy = runs_lib.read_run(run, src), runs_lib.read_run(kept, dst)
+    for key in ("run", "state", "status", "step", "trained_step", "train_seconds", "scores", "other_splits",
+                "parameters", "tokens_per_s", "eval_curves"):
+      assert copy[key] == original[key], key
+    assert original["state"] == "evaluated" and original["train_seconds"] > 0
+  proc = _launch("--experiment=experiments/dates_transformer.py", "--sweep=heads", "--target=cpu",
+                 f"--workdir_root={dst}", *TINY)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert proc.stderr.count("already done") == 2
+  assert json.loads(proc.stdout) == {"heads2": "done", "heads4": "done"}
+
+
 def test_tpu_vm_dry_run_prints_the_gcloud_commands_and_runs_nothing(tmp_path):
   proc = _launch("--experiment=experiments/wmt14_en_de/transformer_base.py", "--sweep=heads", "--points=heads8",
                  "--target=tpu-v5e-16", "--workdir_root=gs://bucket/study", "--zone=us-central2-b", "--spot",
