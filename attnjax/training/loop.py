@@ -28,6 +28,10 @@ from attnjax.training.optim import make_optimizer
 from attnjax.training.state import abstract_with_sharding, create_train_state
 
 
+# the training clock: the time budget, and the throughput of each logging window (tests replace it with their own)
+_clock = time.perf_counter
+
+
 def measured_peak_flops() -> float:
   """FLOP/s of a float32 matmul on one device, measured here: the peak MFU is stated against on CPU."""
   n = 1024
@@ -408,9 +412,9 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
                "config" if configured_peak else "measured float32 matmul; the best of each log step's remeasurement",
                jax.device_count())
   last_eval: dict = {}
-  window_tokens, window_flops, window_start, run_start = 0.0, 0.0, time.perf_counter(), time.perf_counter()
+  window_tokens, window_flops, window_start, run_start = 0.0, 0.0, _clock(), _clock()
   window_metrics: list = []  # the steps' metrics since the last log, on device until the log reads them
-  train_seconds = lambda: seconds_before + time.perf_counter() - run_start
+  train_seconds = lambda: seconds_before + _clock() - run_start
   flops_by_shape: dict = {}
   compiled: dict = {}
   step = start
@@ -430,9 +434,9 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
       batch = steps.global_batch(local, exp.mesh, exp.rules)
       shape_key = tuple((key, local[key].shape) for key in sorted(local))
       if shape_key not in compiled:  # one compilation per bucket shape, and its FLOP count from XLA
-        t0 = time.perf_counter()
+        t0 = _clock()
         compiled[shape_key] = exp.train_step.lower(exp.state, batch).compile()
-        window_start += time.perf_counter() - t0  # compilation is not training throughput
+        window_start += _clock() - t0  # compilation is not training throughput
         cost = compiled[shape_key].cost_analysis()
         cost = cost[0] if isinstance(cost, (list, tuple)) else cost
         flops_by_shape[shape_key] = float((cost or {}).get("flops", 0.0))
@@ -447,18 +451,18 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
         # the window's metrics first: steps are dispatched asynchronously, so the clock is read once they are done
         # (before, a step longer than its dispatch left its compute out of the window and overstated tokens/s)
         window_values = window_means(jax.device_get(window_metrics))
-        elapsed = time.perf_counter() - window_start
+        elapsed = _clock() - window_start
         flops_per_s = window_flops / elapsed
         if configured_peak is None:  # measured on a shared machine, one reading understates it (MFU > 100%): best seen
           peak = max(peak, measured_peak_flops())
-        eta = (time.perf_counter() - run_start) / max(step - start, 1) * (t.steps - step)
+        eta = (_clock() - run_start) / max(step - start, 1) * (t.steps - step)
         values = {**window_values, "tokens_per_s": window_tokens / elapsed,
                   "model_flops_per_s": flops_per_s, "mfu": flops_per_s / (peak * jax.device_count())}
         logging.info("step %d/%d  loss %.4f  nll %.4f (means over %d steps)  lr %.2e  %.0f tok/s  %.2f GFLOP/s  "
                      "MFU %.1f%%  ETA %.0fs", step, t.steps, values["loss"], values["nll"], len(window_metrics),
                      values["learning_rate"], values["tokens_per_s"], flops_per_s / 1e9, 100 * values["mfu"], eta)
         summaries.log(writer, step, values, "train")
-        window_tokens, window_flops, window_start, window_metrics = 0.0, 0.0, time.perf_counter(), []
+        window_tokens, window_flops, window_start, window_metrics = 0.0, 0.0, _clock(), []
       stop = out_of_time = False
       if is_sync_point(step, t):
         where(f"at the sync point after step {step}")
@@ -467,6 +471,7 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
       evaluate_now = step % t.eval_every == 0 or step == t.steps or out_of_time
       seconds = train_seconds()
       if evaluate_now and not stop:
+        paused = _clock()
         where(f"evaluating step {step}")
         last_eval, signatures = exp.evaluate(limit=config.eval.num_decode_examples)
         logging.info("eval at step %d on %s: %s%s", step, config.eval.split,
@@ -480,7 +485,8 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
         time_up = {TIME_UP_KEY: True} if out_of_time else {}
         exp.checkpointer.save(step, exp.state, exp.train_batches.state(), metrics=last_eval, force=True,
                               meta={"train_seconds": seconds, **stopping, **time_up})
-        window_start = time.perf_counter()  # evaluation time is not training throughput
+        # evaluation is not training throughput: its time is left out of the window, whose earlier steps stay in
+        window_start += _clock() - paused
       elif step % t.checkpoint_every == 0 or stop:
         where(f"saving step {step}")
         exp.checkpointer.save(step, exp.state, exp.train_batches.state(), force=True,
