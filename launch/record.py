@@ -5,11 +5,12 @@
 
 A run is finished when its ``launch.json`` (written by :mod:`launch.launch`) says ``"status": "done"``. Its directory is
 copied to the same relative path under ``--dst`` with everything the report reads (``config.json``, ``launch.json``, the
-metrics and per-question scores of every evaluation, the TensorBoard events, the log, the vocabulary, and each
-checkpoint's ``meta`` item: its step and training time), and without the checkpoints' arrays (hundreds of MB) and the
-run's lock. A run already finished under ``--dst`` is left as it is. Copied back under a launcher's workdir root, the
-records make a re-run of the launch skip those points, and ``python -m attnjax.report`` reads them like any run; only a
-run that needs another run's weights (a reader from a pre-training) needs the checkpoints too.
+metrics and per-question scores of every evaluation, the TensorBoard events, the log, the SentencePiece vocabulary, and
+each checkpoint's ``meta`` item: its step and training time), and without the checkpoints' arrays (hundreds of MB), the
+copy of a WordPiece vocabulary (``data.vocab_file`` names the original) and the run's lock. A run already finished under
+``--dst`` is left as it is. Copied back under a launcher's workdir root, the records make a re-run of the launch skip
+those points, and ``python -m attnjax.report`` reads them like any run; only a run that needs another run's weights (a
+reader from a pre-training) needs the checkpoints too.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ import shutil
 
 from absl import app, flags, logging
 
-# what a record leaves out: the lock of a live run, and of each checkpoint all but its small JSON bookkeeping (the
-# arrays are hundreds of MB)
-LEFT_OUT = ("run.lock*",)
+from attnjax.data.tasks import WORDPIECE_FILE
+
+# what a record leaves out: the lock of a live run, the copy of a WordPiece vocabulary file (the config names the
+# file it copied), and of each checkpoint all but its small JSON bookkeeping (the arrays are hundreds of MB)
+LEFT_OUT = ("run.lock*", WORDPIECE_FILE)
 CHECKPOINT_KEPT = "meta"
 
 
