@@ -103,6 +103,7 @@ def test_record_keeps_what_the_report_reads_and_a_relaunch_skips_it(sweep_root, 
   do (state, scores, step, training time, curves), makes a relaunch over it skip both points, and leaves out a run
   that is not done."""
   from attnjax.report import runs as runs_lib  # pylint: disable=g-import-not-at-top
+  from attnjax.data.tasks import WORDPIECE_FILE  # pylint: disable=g-import-not-at-top
   from launch import record as record_lib  # pylint: disable=g-import-not-at-top
   src = tmp_path / "study"
   shutil.copytree(sweep_root, src)
@@ -110,6 +111,8 @@ def test_record_keeps_what_the_report_reads_and_a_relaunch_skips_it(sweep_root, 
   shutil.copytree(src / "dates_transformer" / "heads" / "heads4", unfinished)
   manifest = json.loads((unfinished / "launch.json").read_text())
   (unfinished / "launch.json").write_text(json.dumps({**manifest, "point": "heads8", "status": "running"}))
+  for point in ("heads2", "heads4"):  # a reader's copy of its WordPiece file: its config names the original
+    (src / "dates_transformer" / "heads" / point / WORDPIECE_FILE).write_text("[PAD]\n[UNK]\n")
   dst = tmp_path / "record"
   assert record_lib.record(src, dst) == ["dates_transformer/heads/heads2", "dates_transformer/heads/heads4"]
   assert record_lib.record(src, dst) == []  # what is done there stays as it is
@@ -120,7 +123,7 @@ def test_record_keeps_what_the_report_reads_and_a_relaunch_skips_it(sweep_root, 
     assert steps and sorted(p.name for p in (kept / "checkpoints").iterdir()) == steps
     for step in steps:
       assert [p.name for p in (kept / "checkpoints" / step).iterdir()] == ["meta"]
-    assert not list(kept.glob("run.lock*"))
+    assert not list(kept.glob("run.lock*")) and not (kept / WORDPIECE_FILE).exists()
     original, copy = runs_lib.read_run(run, src), runs_lib.read_run(kept, dst)
     for key in ("run", "state", "status", "step", "trained_step", "train_seconds", "scores", "other_splits",
                 "parameters", "tokens_per_s", "eval_curves"):
