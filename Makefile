@@ -148,15 +148,19 @@ summarization: $(VENV)/.installed
 # The decoder-only LM's scaling laws on Wikipedia (needs ../shared/data): the size sweep (L(N), and the compute
 # frontier from its learning curves), the data sweep (L(D), stopped early) and the positional sweep, each point scored
 # on validation and test; the positional runs also on rows of 1,024 tokens (4x their training rows); then the report.
-# About 11 hours by FLOP count; a re-run skips what is done and resumes the rest.
+# A failed point does not stop the others, nor the report. About 11 hours by FLOP count; a re-run skips what is done
+# and resumes the rest.
 SCALING ?= runs/scaling
 scaling: $(VENV)/.installed
-	set -e; for sweep in size data positional; do \
+	failed=0; for sweep in size data positional; do \
 	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(SCALING) --experiment=experiments/wikipedia/lm.py \
-	    --sweep=$$sweep --split=validation,test; done
-	set -e; for run in $(SCALING)/wikipedia/lm/positional/*; do test -f $$run/metrics.validation.len1024.json || \
-	  JAX_PLATFORMS=cpu $(PY) -m attnjax.evaluate --workdir=$$run --split=validation --eval seq_len=1024; done
-	JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=$(SCALING) --out=$(SCALING)/report
+	    --sweep=$$sweep --split=validation,test || failed=1; done; \
+	for run in $(SCALING)/wikipedia/lm/positional/*; do test -f $$run/metrics.validation.len1024.json || \
+	  ! test -f $$run/metrics.validation.json || JAX_PLATFORMS=cpu $(PY) -m attnjax.evaluate --workdir=$$run \
+	    --split=validation --eval seq_len=1024 || failed=1; done; \
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=$(SCALING) --out=$(SCALING)/report || failed=1; \
+	if [ $$failed = 1 ]; then echo "make scaling: some runs or evaluations failed (see their launch.log); the report" \
+	  "has what finished"; exit 1; fi
 
 # Pre-training and transfer (needs ../shared/data): masked-LM pre-training of a MiniLM-sized BERT on the Wikipedia
 # file (4 hours), then four SQuAD readers with the same 60 minutes of fine-tuning each (the BiLSTM, and the BERT

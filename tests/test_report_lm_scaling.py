@@ -155,19 +155,23 @@ def test_the_report_measures_the_three_laws_and_extrapolation_from_the_runs(tmp_
     n = expected_n[name] = _by_hand(layers, d)
     _run(root, "size", sizes[name], [(s, (1e8 / n) ** 0.076 + 0.4 * (4000 / s - 1)) for s in steps])
   data = {p["name"]: p for p in lm_experiment.SWEEPS["data"]}
-  best_step = {"tokens250k": 500, "tokens1000k": 1000, "tokens4000k": 4000, "tokens8000k": 1750}  # 4000: the last
+  best_step = {"tokens125k": 500, "tokens500k": 1000, "tokens2000k": 4000, "tokens4000k": 1750}  # 4000: the last
   for name, step in best_step.items():  # L(D) = (1e10 / D)^0.095 at the best step, overfitting after it
     d = data[name]["overrides"]["data.train_tokens"]
     _run(root, "data", data[name], [(s, (1e10 / d) ** 0.095 + 0.001 * abs(s - step) / 250) for s in steps])
   positional = {p["name"]: p for p in lm_experiment.SWEEPS["positional"]}
-  for name, beyond in (("sinusoidal", (3.2, 3.4)), ("learned", (4.0, 5.5))):
+  for name, beyond, base_step in (("sinusoidal", (3.2, 3.4), 4000), ("learned", (4.0, 5.5), 4000),
+                                  ("t5", (3.1, 3.1), 3750)):  # t5: its two files score different checkpoints
     ranges = {"0-256": 3.0, "256-512": beyond[0], "512-1024": beyond[1]}
+    longer = {"seq_len": 1024, "trained_seq_len": 256, "split": "validation", "step": 4000, "lm_tokens": 9000.0,
+              "lm_loss": 3.0 + beyond[1] / 10, "loss_by_position": ranges}
+    trained = {"seq_len": 256, "trained_seq_len": 256, "split": "validation", "step": base_step, "lm_tokens": 9000.0,
+               "lm_loss": 3.25}
     _run(root, "positional", positional[name], [(s, 3.0) for s in steps],
-         {"metrics.validation.len1024.json": {"seq_len": 1024, "trained_seq_len": 256, "split": "validation",
-                                              "lm_loss": 3.5, "loss_by_position": ranges}})
+         {"metrics.validation.len1024.json": longer, "metrics.validation.json": trained})
   markdown = report.write_report([str(root)], str(tmp_path / "report"))
 
-  assert "10 runs (sweeps `size`, `data` and `positional`) trained for 5.0 hours in all" in markdown
+  assert "11 runs (sweeps `size`, `data` and `positional`) trained for 5.5 hours in all" in markdown
   rows = table_rows(markdown, "### L(N)")
   assert [row["point"] for row in rows] == ["l2d32", "l4d64", "l4d128", "l4d192"]
   for row in rows:
@@ -179,7 +183,7 @@ def test_the_report_measures_the_three_laws_and_extrapolation_from_the_runs(tmp_
   assert float(section.split("**α = ")[1].split(" ±")[0]) == pytest.approx(0.076, abs=2e-3)
 
   rows = table_rows(markdown, "### L(D)")
-  assert [row["point"] for row in rows] == ["tokens250k", "tokens1000k", "tokens4000k", "tokens8000k"]
+  assert [row["point"] for row in rows] == ["tokens125k", "tokens500k", "tokens2000k", "tokens4000k"]
   for row in rows:
     d = data[row["point"]]["overrides"]["data.train_tokens"]
     last = best_step[row["point"]] == steps[-1]  # best at its last evaluation: marked, and said why
@@ -187,7 +191,7 @@ def test_the_report_measures_the_three_laws_and_extrapolation_from_the_runs(tmp_
     assert float(row["epochs at the best"]) == pytest.approx(best_step[row["point"]] * 4096 / d, abs=0.06)
   section = markdown[markdown.index("### L(D)"):markdown.index("### L(C_min)")]
   assert float(section.split("**α = ")[1].split(" ±")[0]) == pytest.approx(0.095, abs=2e-3)
-  assert "† Best at the run's last evaluation (tokens4000k)" in section
+  assert "† Best at the run's last evaluation (tokens2000k)" in section
 
   # the frontier, computed here from the same curves (evaluations after the 200 warm-up steps)
   points = [(6 * expected_n[name] * s * 4096 / 8.64e19, (1e8 / expected_n[name]) ** 0.076 + 0.4 * (4000 / s - 1))
@@ -208,9 +212,12 @@ def test_the_report_measures_the_three_laws_and_extrapolation_from_the_runs(tmp_
 
   rows = {row["positional encoding"]: row for row in table_rows(markdown, "## Position extrapolation: language models")}
   assert rows["learned"]["512-1024 (nats/token)"] == "5.5000" and rows["learned"]["beyond / within"] == "1.83"
+  paired = "rows of 1,024 − rows of 256, same tokens (nats/token)"  # 3.0 + beyond / 10 − 3.25, one checkpoint only
+  assert [rows[name][paired] for name in ("learned", "sinusoidal", "t5")] == ["+0.3000", "+0.0900", "—"]
   claims = {row["claim"]: row for row in table_rows(markdown, "## Language models: claims")}
   assert set(claims) == {"L ∝ N^-0.076", "L ∝ D^-0.095", "L ∝ C_min^-0.05", "L ∝ N^-0.076 (joint L(N, D))",
                          "L ∝ D^-0.095 (joint L(N, D))", "sinusoidal positions extrapolate beyond the training length"}
   assert claims["sinusoidal positions extrapolate beyond the training length"]["verdict"] == "holds"
-  assert "learned 4.750" in claims["sinusoidal positions extrapolate beyond the training length"]["evidence"]
+  evidence = claims["sinusoidal positions extrapolate beyond the training length"]["evidence"]
+  assert "learned 4.750" in evidence and "same tokens: learned +0.300, sinusoidal +0.090" in evidence
   assert "## Loss against model size" not in markdown  # the translation section leaves the LM's sweep alone

@@ -449,20 +449,42 @@ def extrapolation_rows(records: list[dict]) -> list[dict]:
         longest = metrics
     if longest and longest.get("loss_by_position"):
       rows.append({"run": r["run"], "positional": (r.get("model") or {}).get("positional") or r["point"],
-                   "trained": longest.get("trained_seq_len"), "ranges": longest["loss_by_position"]})
+                   "trained": longest.get("trained_seq_len"), "seq_len": longest.get("seq_len"),
+                   "ranges": longest["loss_by_position"], "paired": _paired_difference(r["workdir"], longest)})
   return sorted(rows, key=lambda row: row["positional"])
 
 
+def _paired_difference(workdir: str, longer: dict) -> float | None:
+  """The loss on the longer rows minus the loss on rows of the training length, over the same tokens: both files of
+  one split, one checkpoint and as many scored tokens (every token is scored once at any row length), else None. It
+  is below 0 when the farther context helps, above 0 when the positions beyond the trained ones hurt."""
+  try:
+    base = json.loads(fs.read_text(fs.join(workdir, f"metrics.{longer.get('split')}.json")))
+  except (ValueError, OSError):
+    return None
+  same = all(base.get(key) == longer.get(key) and base.get(key) is not None for key in ("step", "lm_tokens"))
+  if not same or base.get("lm_loss") is None or longer.get("lm_loss") is None:
+    return None
+  return float(longer["lm_loss"]) - float(base["lm_loss"])
+
+
 def extrapolation_table(rows: list[dict]) -> str:
+  """Loss by range of positions, the last range over the first ("beyond / within": different tokens, since the
+  first range holds every document's start), and the paired difference over the same tokens (``_paired_difference``).
+  """
   ranges = sorted({key for row in rows for key in row["ranges"]}, key=lambda key: int(key.split("-")[0]))
-  lines = ["| positional encoding | " + " | ".join(f"{key} (nats/token)" for key in ranges) + " | beyond / within |",
-           "|---|" + "---|" * (len(ranges) + 1)]
+  lengths = sorted({(row["seq_len"], row["trained"]) for row in rows if row.get("seq_len") and row.get("trained")})
+  paired = (f"rows of {lengths[0][0]:,} − rows of {lengths[0][1]:,}, same tokens (nats/token)" if len(lengths) == 1
+            else "longer rows − training-length rows, same tokens (nats/token)")
+  lines = ["| positional encoding | " + " | ".join(f"{key} (nats/token)" for key in ranges)
+           + f" | beyond / within | {paired} |", "|---|" + "---|" * (len(ranges) + 2)]
   for row in rows:
     within = row["ranges"].get(ranges[0])
     beyond = [row["ranges"][key] for key in ranges[1:] if key in row["ranges"]]
     ratio = f"{beyond[-1] / within:.2f}" if within and beyond else "—"
+    difference = f"{row['paired']:+.4f}" if row.get("paired") is not None else "—"
     lines.append(f"| {row['positional']} | " + " | ".join(
-        f"{row['ranges'][key]:.4f}" if key in row["ranges"] else "—" for key in ranges) + f" | {ratio} |")
+        f"{row['ranges'][key]:.4f}" if key in row["ranges"] else "—" for key in ranges) + f" | {ratio} | {difference} |")
   return "\n".join(lines)
 
 
@@ -510,8 +532,11 @@ def extrapolation_claim(rows: list[dict]) -> list[str]:
   losses = {name: beyond(row) for name, row in by_name.items()}
   best = min(losses, key=lambda name: losses[name])
   verdict = "holds" if losses["sinusoidal"] < losses["learned"] else "does not hold"
+  paired = sorted((name, row["paired"]) for name, row in by_name.items() if row.get("paired") is not None)
+  same_tokens = ("; longer rows minus training-length rows over the same tokens: "
+                 + ", ".join(f"{name} {value:+.3f}" for name, value in paired)) if paired else ""
   return [claim, "mean loss beyond the training length: " + ", ".join(
-      f"{name} {value:.3f}" for name, value in sorted(losses.items())) + f" (lowest: {best})", verdict]
+      f"{name} {value:.3f}" for name, value in sorted(losses.items())) + f" (lowest: {best})" + same_tokens, verdict]
 
 
 def sections(records: list[dict], out: fs.PathLike) -> list[str]:
@@ -549,7 +574,11 @@ def sections(records: list[dict], out: fs.PathLike) -> list[str]:
   if extrapolation:
     result.append("## Position extrapolation: language models\n\nValidation loss by range of positions, on rows "
                   "longer than the training rows (`python -m attnjax.evaluate --eval seq_len=N`).\n\n"
-                  + extrapolation_table(extrapolation))
+                  + extrapolation_table(extrapolation) + "\n\nThe first range holds every document's start, the later "
+                  "ones tokens deep into long articles, so \"beyond / within\" compares different tokens; the last "
+                  "column compares the same tokens, scored with the longer context and with the training length's. "
+                  "Learned positions beyond the training length read rows of the position table that training never "
+                  "updated (their initial values, shrunk by weight decay).")
     claims.append(["positional"] + extrapolation_claim(extrapolation))
   if claims:
     result.append("## Language models: claims\n\n" + markdown_table(["sweep(s)", "claim", "evidence", "verdict"],

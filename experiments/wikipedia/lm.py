@@ -21,10 +21,10 @@ Transformer steps reach here, ``docs/benchmarks.md``; the report states what it 
   L(C_min). The sizes stop at 1.8M so that the largest still sees 11 tokens a parameter: at this budget a larger
   model is limited by the data more than by its size, and L(N) would flatten for that reason, not the law's (the
   report also fits Kaplan et al.'s L(N, D) to both sweeps, which accounts for the data).
-* ``data`` (L(D)): the 4 x 128 model on 0.25M to 8M training tokens (6 points, 32x; nested random samples of the
-  training rows), repeated as epochs for up to 16M tokens (two epochs of the largest), stopped early after 4
+* ``data`` (L(D)): the 4 x 128 model on 0.125M to 4M training tokens (6 points, 32x; nested random samples of the
+  training rows), repeated as epochs for up to 16M tokens (four epochs of the largest), stopped early after 4
   evaluations without a better validation loss; each point is evaluated every half epoch, at most every 125 steps
-  (30 to 125), and warms up over at most one epoch. Its best validation loss is L(D).
+  (25 to 125), and warms up over at most one epoch. Its best validation loss is L(D).
 * ``positional`` (extrapolation): the 4 x 128 model with sinusoidal, learned, relative (Shaw) and T5 positions, trained
   on 8M tokens in rows of 256 and evaluated on rows of 1,024 (``--eval seq_len=1024``): the loss at positions up to
   2x and 4x the training length.
@@ -38,10 +38,11 @@ from attnjax.data.tasks import use_task
 TOKENS_PER_STEP = 16 * 256
 SIZES = ((2, 32), (2, 64), (4, 64), (4, 96), (4, 128), (4, 192))  # (layers, d_model): 12·L·d² from 25k to 1.8M
 SIZE_TOKENS = 20_000_000
-DATA_TOKENS = (250_000, 500_000, 1_000_000, 2_000_000, 4_000_000, 8_000_000)
-DATA_CAP_TOKENS = 2 * DATA_TOKENS[-1]  # a data point trains at most this many tokens (its repeats included)
+DATA_TOKENS = (125_000, 250_000, 500_000, 1_000_000, 2_000_000, 4_000_000)
+DATA_CAP_TOKENS = 4 * DATA_TOKENS[-1]  # a data point trains at most this many tokens (its repeats included)
+POSITIONAL_TOKENS = 8_000_000
 SMALL = {"model.num_layers": 4, "model.d_model": 128, "model.d_ff": 512, "model.num_heads": 2,
-         "model.dropout_rate": 0.0, "train.steps": DATA_TOKENS[-1] // TOKENS_PER_STEP, "train.time_limit_minutes": 0.0}
+         "model.dropout_rate": 0.0, "train.steps": POSITIONAL_TOKENS // TOKENS_PER_STEP, "train.time_limit_minutes": 0.0}
 
 
 def _size(layers, d):
