@@ -176,3 +176,15 @@ def test_the_paragraph_bootstrap_interval_is_the_clustered_standard_errors():
   assert (hi - lo) / 2 == pytest.approx(1.96 * se, rel=0.1)
   question_se = np.std([a[q] - b[q] for q in a]) * 100 / np.sqrt(len(a))
   assert hi - lo > 1.5 * 2 * 1.96 * question_se  # wider than the questions-as-independent interval
+
+
+@pytest.mark.parametrize("loss, accuracy, verdict", [
+    (2.9, 0.50, "its loss is below theirs, so it uses context."),
+    (3.1, 0.45, "its accuracy is above theirs but its loss is not below, so it has begun to use context"),
+    (3.0, 0.45, "its accuracy is above theirs but its loss is not below, so it has begun to use context"),
+    (3.1, 0.40, "its loss is above theirs, so it had not yet learnt to use context."),
+    (3.1, 0.30, "its loss is above theirs, so it had not yet learnt to use context.")])
+def test_a_masked_lm_uses_context_when_it_beats_token_frequencies(loss, accuracy, verdict):
+  from attnjax.report import transfer  # pylint: disable=g-import-not-at-top
+  frequencies = {"mlm_loss": 3.0, "mlm_accuracy": 0.40}
+  assert transfer.context_verdict({"mlm_loss": loss, "mlm_accuracy": accuracy}, frequencies).startswith(verdict)

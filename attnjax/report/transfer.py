@@ -100,11 +100,20 @@ def _pretraining_reached(record: dict) -> str | None:
       logging.warning("transfer: %s: no context-free baseline (%s: %s)", record.get("run"), type(e).__name__, e)
   if baseline is None:
     return text + "."
-  above = scores["mlm_loss"] > baseline["mlm_loss"]
   return text + (f". Token frequencies alone, ignoring the context, reach loss {baseline['mlm_loss']:.2f} and "
-                 f"accuracy {100 * baseline['mlm_accuracy']:.1f}% on the same rows: " +
-                 ("its loss is above theirs, so it had not yet learnt to use context." if above else
-                  "its loss is below theirs, so it uses context."))
+                 f"accuracy {100 * baseline['mlm_accuracy']:.1f}% on the same rows: " + context_verdict(scores, baseline))
+
+
+def context_verdict(scores: dict, baseline: dict) -> str:
+  """Whether a masked LM uses context, from its MLM loss and accuracy against token frequencies' on the same rows: a
+  lower loss says it does; a higher accuracy at a loss that is not lower says it has begun to (its top guesses use
+  context, its distributions are not yet better than the frequencies); neither says it has not."""
+  if scores["mlm_loss"] < baseline["mlm_loss"]:
+    return "its loss is below theirs, so it uses context."
+  if scores["mlm_accuracy"] > baseline["mlm_accuracy"]:
+    return ("its accuracy is above theirs but its loss is not below, so it has begun to use context: its top guesses "
+            "do, while its predicted distributions are not yet better than the frequencies.")
+  return "its loss is above theirs, so it had not yet learnt to use context."
 
 
 def _fine_tuning(record: dict) -> str:
