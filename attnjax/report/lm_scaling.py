@@ -483,8 +483,8 @@ def extrapolation_table(rows: list[dict]) -> str:
     beyond = [row["ranges"][key] for key in ranges[1:] if key in row["ranges"]]
     ratio = f"{beyond[-1] / within:.2f}" if within and beyond else "—"
     difference = f"{row['paired']:+.4f}" if row.get("paired") is not None else "—"
-    lines.append(f"| {row['positional']} | " + " | ".join(
-        f"{row['ranges'][key]:.4f}" if key in row["ranges"] else "—" for key in ranges) + f" | {ratio} | {difference} |")
+    cells = [f"{row['ranges'][key]:.4f}" if key in row["ranges"] else "—" for key in ranges] + [ratio, difference]
+    lines.append(f"| {row['positional']} | " + " | ".join(cells) + " |")
   return "\n".join(lines)
 
 

@@ -101,7 +101,8 @@ def _pretraining_reached(record: dict) -> str | None:
   if baseline is None:
     return text + "."
   return text + (f". Token frequencies alone, ignoring the context, reach loss {baseline['mlm_loss']:.2f} and "
-                 f"accuracy {100 * baseline['mlm_accuracy']:.1f}% on the same rows: " + context_verdict(scores, baseline))
+                 f"accuracy {100 * baseline['mlm_accuracy']:.1f}% on the same rows: "
+                 + context_verdict(scores, baseline))
 
 
 def context_verdict(scores: dict, baseline: dict) -> str:
