@@ -91,19 +91,30 @@ def test_the_section_shows_each_reader_its_budget_the_seed_numbers_the_claim_and
 ])
 def test_the_claim_holds_only_when_every_pre_trained_reader_beats_scratch_and_the_lstm(ems, verdict, own_goal):
   text = transfer._claim_and_goals({role: [{"scores": {"exact_match": em}}] for role, em in ems.items()},
-                                   {"wikipedia/bert_mlm"})
+                                   {"wikipedia/bert_mlm": 0})
   assert table_rows(text, "| claim")[0]["verdict"].startswith(verdict)
   assert f"scratch by 5 EM: {own_goal}" in text
+
+
+def test_a_missed_own_goal_sets_the_tokens_pre_trained_against_berts():
+  ems = {"lstm": 20.9, "scratch": 1.20, "wikipedia/bert_mlm": 1.28}
+  by_role = {role: [{"scores": {"exact_match": em}}] for role, em in ems.items()}
+  tokens = 1_199 * 20 * 384  # 9,208,320; BERT: 1e6 steps x 128,000 tokens = 1.28e11, 13,900.5 times as many
+  text = transfer._claim_and_goals(by_role, {"wikipedia/bert_mlm": tokens})
+  assert "missed (+0.08 EM): its pre-training saw 9.2M tokens, 1/13,900 of BERT's 128B" in text
+  ems["wikipedia/bert_mlm"] = 6.20  # met: nothing to explain
+  by_role = {role: [{"scores": {"exact_match": em}}] for role, em in ems.items()}
+  assert "saw" not in transfer._claim_and_goals(by_role, {"wikipedia/bert_mlm": tokens})
 
 
 def test_seeds_of_one_reader_are_averaged_and_only_this_projects_pre_training_counts_as_its_own():
   runs = lambda *ems: [{"scores": {"exact_match": em}} for em in ems]  # noqa: E731
   by_role = {"lstm": runs(20.0, 22.0), "scratch": runs(6.0, 8.0), "bert-base-uncased": runs(30.0),
              "all-MiniLM-L6-v2": runs(45.0)}
-  text = transfer._claim_and_goals(by_role, set())  # a published BERT is nobody's pre-training here
+  text = transfer._claim_and_goals(by_role, {})  # a published BERT is nobody's pre-training here
   assert "BiLSTM 21.00 (mean of 2)" in text and "BERT from scratch 7.00 (mean of 2)" in text
   assert "scratch by 5 EM: not measured." in text
-  assert "scratch by 5 EM: met (+23.00 EM)." in transfer._claim_and_goals(by_role, {"bert-base-uncased"})
+  assert "scratch by 5 EM: met (+23.00 EM)." in transfer._claim_and_goals(by_role, {"bert-base-uncased": 0})
 
 
 def _scored(tmp_path, name: str, em_by_paragraph: list[list[int]]) -> list[dict]:
@@ -119,7 +130,7 @@ def test_beating_is_judged_on_a_paired_bootstrap_over_paragraphs(tmp_path):
   lstm = [[1, 0, 0, 0]] * 30
   by_role = {"lstm": _scored(tmp_path, "lstm", lstm), "scratch": _scored(tmp_path, "scratch", [[0, 0, 0, 0]] * 30),
              "all-MiniLM-L6-v2": _scored(tmp_path, "minilm", [[1, 1, 0, 0]] * 30)}
-  text = transfer._claim_and_goals(by_role, set())
+  text = transfer._claim_and_goals(by_role, {})
   verdict = table_rows(text, "| claim")[0]
   # one more question right in every paragraph: +25 EM in every resample, so the interval is that point
   assert verdict["verdict"].startswith("holds (95% intervals")
@@ -128,16 +139,16 @@ def test_beating_is_judged_on_a_paired_bootstrap_over_paragraphs(tmp_path):
   # as many paragraphs a question better as a question worse: ahead by nothing for sure
   mixed = [[1, 1, 0, 0]] * 15 + [[0, 0, 0, 0]] * 15
   by_role["all-MiniLM-L6-v2"] = _scored(tmp_path, "mixed", mixed)
-  assert table_rows(transfer._claim_and_goals(by_role, set()), "| claim")[0]["verdict"].startswith("inconclusive")
+  assert table_rows(transfer._claim_and_goals(by_role, {}), "| claim")[0]["verdict"].startswith("inconclusive")
   # a point estimate ahead (+0.8 EM) that the paragraphs do not bear out is not "holds"
   by_role["all-MiniLM-L6-v2"] = _scored(tmp_path, "ahead", mixed[:14] + [[1, 1, 0, 0]] + mixed[15:] + [[1, 0, 0, 0]])
   by_role["lstm"] = _scored(tmp_path, "lstm31", lstm + [[0, 0, 0, 0]])
   by_role["scratch"] = _scored(tmp_path, "scratch31", [[0, 0, 0, 0]] * 31)
-  assert table_rows(transfer._claim_and_goals(by_role, set()), "| claim")[0]["verdict"].startswith("inconclusive")
+  assert table_rows(transfer._claim_and_goals(by_role, {}), "| claim")[0]["verdict"].startswith("inconclusive")
   # behind in every paragraph: does not hold
   by_role = {"lstm": _scored(tmp_path, "lstm", lstm), "scratch": _scored(tmp_path, "scratch", [[0, 0, 0, 0]] * 30),
              "wikipedia/bert_mlm": _scored(tmp_path, "behind", [[0, 0, 0, 0]] * 29 + [[1, 0, 0, 0]])}
-  text = transfer._claim_and_goals(by_role, {"wikipedia/bert_mlm"})
+  text = transfer._claim_and_goals(by_role, {"wikipedia/bert_mlm": 0})
   assert table_rows(text, "| claim")[0]["verdict"].startswith("does not hold")
   assert "scratch by 5 EM: missed (+0.83 EM; 95% interval +0.0 to +2.5)." in text
 
@@ -146,16 +157,16 @@ def test_few_paragraphs_decide_nothing_and_a_moved_or_torn_scores_file_is_handle
   one = {"lstm": _scored(tmp_path, "lstm1", [[0, 0, 0, 0]]), "scratch": _scored(tmp_path, "s1", [[0, 0, 0, 0]]),
          "all-MiniLM-L6-v2": _scored(tmp_path, "m1", [[1, 1, 0, 0]])}  # one paragraph: a zero-width interval
   assert transfer.paired_interval({"a": 1.0}, {"a": 0.0}, {"a": 0}) is None
-  assert table_rows(transfer._claim_and_goals(one, set()), "| claim")[0]["verdict"].startswith("inconclusive")
+  assert table_rows(transfer._claim_and_goals(one, {}), "| claim")[0]["verdict"].startswith("inconclusive")
   by_role = {"lstm": _scored(tmp_path, "lstm", [[1, 0, 0, 0]] * 30),
              "scratch": _scored(tmp_path, "scratch", [[0, 0, 0, 0]] * 30),
              "all-MiniLM-L6-v2": _scored(tmp_path, "minilm", [[1, 1, 0, 0]] * 30)}
   for runs in by_role.values():  # the runs moved: the recorded paths are gone, the files are in their workdirs
     runs[0]["workdir"] = str(tmp_path)
     runs[0]["metrics"]["question_scores"] = "/elsewhere/" + runs[0]["metrics"]["question_scores"].rsplit("/", 1)[1]
-  assert "(95% intervals" in table_rows(transfer._claim_and_goals(by_role, set()), "| claim")[0]["verdict"]
+  assert "(95% intervals" in table_rows(transfer._claim_and_goals(by_role, {}), "| claim")[0]["verdict"]
   (tmp_path / "question_scores.minilm.json").write_text("{")  # torn
-  assert "(on point estimates" in table_rows(transfer._claim_and_goals(by_role, set()), "| claim")[0]["verdict"]
+  assert "(on point estimates" in table_rows(transfer._claim_and_goals(by_role, {}), "| claim")[0]["verdict"]
 
 
 def test_the_paragraph_bootstrap_interval_is_the_clustered_standard_errors():
