@@ -145,11 +145,10 @@ def transfer_section(records: list[dict], out: fs.PathLike) -> str | None:
       source = _source(r)
       start = init_label(source) if source else "random"
       by_role.setdefault(start if source else "lstm" if r["label"] == "BiLSTM reader" else "scratch", []).append(r)
-      mlm = _pretraining(source, records)[1] if source else None
+      budget, mlm = _pretraining(source, records) if source else ("—", None)
       if mlm is not None:
         own[start] = _tokens_seen(mlm)
         reached[mlm["run"]] = _pretraining_reached(mlm)
-      budget = _pretraining(source, records)[0] if source else "—"
       seed = SEED_EM["pre-trained"] if source else SEED_EM.get(r["label"])
       rows.append([r["label"] or "?", start, f"{r['scores']['exact_match']:.2f}", f"{r['scores'].get('f1', 0):.2f}",
                    "—" if seed is None else f"{seed}", _fine_tuning(r), budget, r["run"]])
