@@ -171,6 +171,9 @@ def test_the_report_measures_the_three_laws_and_extrapolation_from_the_runs(tmp_
          {"metrics.validation.len1024.json": longer, "metrics.validation.json": trained})
   markdown = report.write_report([str(root)], str(tmp_path / "report"))
 
+  for name, n in expected_n.items():  # all parameters: the tied table of the 8k vocabulary padded to 8,064, positions
+    d, config = int(name.split("d")[1]), json.loads((root / "size" / name / "config.json").read_text())
+    assert report.read_run(root / "size" / name)["parameters"] == n + (8064 + config["model"]["max_length"]) * d
   assert "11 runs (sweeps `size`, `data` and `positional`) trained for 5.5 hours in all" in markdown
   rows = table_rows(markdown, "### L(N)")
   assert [row["point"] for row in rows] == ["l2d32", "l4d64", "l4d128", "l4d192"]

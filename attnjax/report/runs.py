@@ -369,11 +369,11 @@ def checkpoint_seconds(workdir: fs.PathLike, step: int) -> float | None:
 
 
 def _parameters(config: dict, workdir: epath.Path, run: str) -> int | None:
-  """All parameters of the run's sequence-to-sequence model (embeddings included) with the vocabulary the run left
-  in its workdir (else ``data.vocab_size``; the larger side for both), or None (span readers, or a model that cannot be built here: reason
-  logged)."""
+  """All parameters of the run's sequence-to-sequence model or language model (embeddings included) with the
+  vocabulary the run left in its workdir (else ``data.vocab_size``; the larger side for both), or None (span readers,
+  or a model that cannot be built here: reason logged)."""
   model = config.get("model") if isinstance(config.get("model"), dict) else None
-  if not model or model.get("name") not in ("transformer", "rnn_seq2seq", "convs2s"):
+  if not model or model.get("name") not in ("transformer", "rnn_seq2seq", "convs2s", "decoder_lm"):
     return None
   from attnjax.report.scaling import non_embedding_params  # pylint: disable=g-import-not-at-top
   try:
