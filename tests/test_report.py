@@ -587,6 +587,24 @@ def test_a_run_without_config_is_placed_from_the_config_its_experiment_file_buil
   assert (gone["task"], gone["model"], gone["kind"]) == (None, None, None)
 
 
+def test_a_language_models_second_seed_rule_reads_its_bits_per_byte_on_their_own_scale(tmp_path):
+  # l4d96 1.920 and l4d128 1.914 (0.006 apart, under 0.01 bits/byte: both want a seed), l4d192 1.750 (0.164: not);
+  # on BLEU's margin of 1 every point would want one
+  root = tmp_path / "runs"
+  for i, (point, bpb) in enumerate((("l4d96", 1.920), ("l4d128", 1.914), ("l4d192", 1.750))):
+    _run(root / "size" / point, launch=_launch("wikipedia/lm", sweep="size", point=point,
+                                               start=f"2025-01-02T{10 + i:02d}:00:00+00:00", target="cpu"),
+         config=_config("wikipedia_lm", {"name": "decoder_lm", "d_model": int(point.split("d")[1])}, "cpu"),
+         metrics={"step": 30, "steps": [30], "examples": 40, "bits_per_byte": bpb, "lm_loss": 2.5 * bpb})
+  found = {s["sweep"]: s for s in report.sweeps(report.collect([str(root)], curves=False))}
+  assert found["size"]["headline"] == "bits_per_byte"
+  assert report.second_seed_points(found["size"]) == ["l4d96", "l4d128"]
+  assert report.second_seed_points(found["size"], margin=1.0) == ["l4d96", "l4d128", "l4d192"]
+  markdown = report.render_markdown(report.collect([str(root)], curves=False))
+  assert "Within 0.01 bits/byte of a neighbouring point on one run, so wanting another seed before the ordering " \
+         "counts: l4d96, l4d128." in markdown
+
+
 def test_pre_training_language_modelling_and_fine_tuned_readers_get_their_own_tables_and_labels(tmp_path):
   runs = tmp_path / "runs"
   bert = {"name": "span_qa", "encoder": "bert", "d_model": 384}

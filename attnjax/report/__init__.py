@@ -61,7 +61,7 @@ from attnjax.report.runs import (
     SKIPPED_DIRS, SPLIT_PREFERENCE, TASK_KINDS, collect, find_runs, model_label, read_archive, read_run)
 from attnjax.report.tables import (
     common_eval_step, curve_groups, curves_file, format_score, format_seed, format_wall, kind_table, render_markdown,
-    second_seed_points, seed_table, sweep_table, sweeps)
+    second_seed_margin, second_seed_points, seed_table, sweep_table, sweeps)
 from attnjax.report.plots import plot_ablation, plot_curves
 from attnjax.report.tensorboard import read_records, read_scalars
 
@@ -95,6 +95,7 @@ __all__ = [
     "read_run",
     "read_scalars",
     "render_markdown",
+    "second_seed_margin",
     "second_seed_points",
     "seed_table",
     "sweep_table",

@@ -15,8 +15,15 @@ from attnjax.report.runs import (
     TASK_KINDS)
 
 # a point whose single run lands within this many headline points (BLEU, exact match %) of a neighbouring
-# point's gets a second seed before the ordering of the two is read as a result
+# point's gets a second seed before the ordering of the two is read as a result; a headline on another scale has its
+# own margin (a language model's bits per byte, about 2 here, moves by hundredths where BLEU moves by points)
 SECOND_SEED_MARGIN = 1.0
+SECOND_SEED_MARGINS = {"bits_per_byte": 0.01, "lm_loss": 0.01, "mlm_loss": 0.01}
+
+
+def second_seed_margin(metric: str) -> float:
+  """How close two points' headline ``metric`` may be on one run each before the pair wants a second seed."""
+  return SECOND_SEED_MARGINS.get(metric, SECOND_SEED_MARGIN)
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Markdown
@@ -330,12 +337,14 @@ def _point_values(sweep: dict) -> list[tuple[str, list[float]]]:
   return out
 
 
-def second_seed_points(sweep: dict, margin: float = SECOND_SEED_MARGIN) -> list[str]:
+def second_seed_points(sweep: dict, margin: float | None = None) -> list[str]:
   """The points that want another seed by the study's rule: a point scored by a single run whose mean headline score is
-  within ``margin`` of a neighbouring point's (the next or previous in the sweep's order, among scored points).
+  within ``margin`` (default: :func:`second_seed_margin` of the sweep's headline) of a neighbouring point's (the next
+  or previous in the sweep's order, among scored points).
 
   A one-run difference that small is within what a change of seed moves, so the ordering it suggests is not evidence
   until both points have a second run."""
+  margin = second_seed_margin(sweep["headline"]) if margin is None else margin
   scored = [(point, sum(v) / len(v), len(v)) for point, v in _point_values(sweep) if v]
   wanted = []
   for i, (point, mean, n) in enumerate(scored):
@@ -434,8 +443,9 @@ def render_markdown(records: list[dict], *, plots: dict[str, str] | None = None,
         lines += ["Over random seeds (the runs above, by point):", "", by_seed, ""]
       wanted = second_seed_points(sweep)
       if wanted:
-        lines += [f"Within {SECOND_SEED_MARGIN:g} of a neighbouring point on one run, so wanting another seed "
-                  f"before the ordering counts: {', '.join(wanted)}.", ""]
+        metric = sweep["headline"]
+        lines += [f"Within {second_seed_margin(metric):g} {METRIC_TITLES.get(metric, metric)} of a neighbouring point "
+                  f"on one run, so wanting another seed before the ordering counts: {', '.join(wanted)}.", ""]
       if sweep["plot"] in plots:
         lines += [f"![{sweep['sweep']}]({sweep['plot']})", ""]
   curve_plots = [(name, title) for name, title in plots.items() if name.startswith("curves_")]
