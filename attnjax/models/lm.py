@@ -1,6 +1,7 @@
 """A decoder-only Transformer language model (GPT-2 style: Radford et al. 2019):
 
-    h₀ = E[x] + P[positions]                                     token embeddings (and absolute positions, by name)
+    h₀ = s·E[x] + P[positions]                                   token embeddings (and absolute positions, by name);
+                                                                 s = √D with sinusoidal positions, else 1
     h ← h + Dropout(CausalSelfAttention(LayerNorm(h)))           pre-norm, each token attends itself and the past
     h ← h + Dropout(FFN(LayerNorm(h)))                           FFN with GELU (tanh form, GPT-2's)
     logits = LayerNorm(h) Eᵀ                                     the output matrix tied to the input embeddings
@@ -97,8 +98,11 @@ class DecoderLM(nn.Module):
                       max_relative_distance=self.max_relative_distance, implementation=self.implementation,
                       dtype=self.dtype, param_dtype=self.param_dtype, dropout_bits=self.dropout_bits,
                       activation=self.activation)
-    self.embed = TokenEmbedding(self.vocab_size, self.d_model, scale=False, dtype=self.dtype,
-                                param_dtype=self.param_dtype, name="embed")
+    # Sinusoidal positions have norm √(D/2) whatever D; the embeddings (std D^-1/2, norm ~1) are multiplied by √D
+    # against them, as Vaswani et al. (§3.4) do, lest the positions drown the tokens. Learned positions start as
+    # small as the embeddings (GPT-2), and relative ones add nothing here.
+    self.embed = TokenEmbedding(self.vocab_size, self.d_model, scale=self.positional == "sinusoidal",
+                                dtype=self.dtype, param_dtype=self.param_dtype, name="embed")
     self.positions = PositionalEncoding(self.positional, self.d_model, self.max_length, self.dtype, self.param_dtype)
     self.layers = [LMLayer(cfg, name=f"layer_{i}") for i in range(self.num_layers)]
     self.final_norm = _layer_norm(self.dtype, self.param_dtype)

@@ -62,6 +62,28 @@ def test_the_output_matrix_is_the_embedding_matrix():
                              atol=1e-5)
 
 
+@pytest.mark.parametrize("positional", ("learned", "sinusoidal"))
+def test_the_first_layer_reads_the_scaled_embeddings_plus_the_positions(positional):
+  """h₀ = s·E[x] + P[positions], with s = √D and PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(...) for
+  sinusoidal positions (Vaswani et al. §3.4, §3.5), s = 1 and P the learned table for learned ones (GPT-2)."""
+  model = _model(positional)
+  d = model.d_model
+  ids = jax.random.randint(jax.random.PRNGKey(4), (2, 9), 3, 23)
+  params = _params(model, ids)
+  _, state = model.apply({"params": params}, ids, capture_intermediates=True)
+  h0 = np.asarray(state["intermediates"]["dropout"]["__call__"][0])
+  embedding = np.asarray(params["embed"]["embedding"])[np.asarray(ids)]
+  p = np.arange(9)[:, None]
+  if positional == "sinusoidal":
+    i = np.arange(d // 2)[None, :]
+    table = np.zeros((9, d))
+    table[:, 0::2], table[:, 1::2] = np.sin(p / 10000 ** (2 * i / d)), np.cos(p / 10000 ** (2 * i / d))
+    expected = np.sqrt(d) * embedding + table
+  else:
+    expected = embedding + np.asarray(params["positions"]["position_embedding"])[:9]
+  np.testing.assert_allclose(h0, np.broadcast_to(expected, h0.shape), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("positional", POSITIONALS)
 def test_cached_decoding_equals_teacher_forcing(positional):
   model = _model(positional)
