@@ -3,6 +3,8 @@ accumulation dtype and the attention-dropout hash."""
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import jax
 import jax.numpy as jnp
 
@@ -13,6 +15,17 @@ MASK_VALUE = -0.7 * float(jnp.finfo(jnp.float32).max)
 
 
 # --------------------------------------------------------------------------------------------------- masked softmax
+
+
+class RelativeTable(NamedTuple):
+  """Shaw et al.'s relative-position vectors kept factored: ``a_ts = table[ids[t, s]]`` without materialising it.
+
+  ``table``: ``[R, H]`` (R = 2K + 1 clipped distances); ``ids``: int ``[T, S]`` or ``[B, T, S]`` in ``[0, R)``, from
+  :func:`attnjax.kernels.relative_position_ids`. Attention then costs O(T·R·H) for the relative terms where the
+  gathered ``[B, T, S, H]`` tensors cost O(T·S·H) in memory and time (the gather's gradient most of all).
+  """
+  table: Any
+  ids: Any
 
 
 def accumulation_dtype(*dtypes_or_arrays):

@@ -26,8 +26,8 @@ import math
 import jax.numpy as jnp
 
 from attnjax.kernels import blockwise, fused
-from attnjax.kernels.common import (accumulation_dtype, as_logits_shape, check_qkv, dropout_seeds, full_dropout_keep,
-                                     masked_softmax)
+from attnjax.kernels.common import (RelativeTable, accumulation_dtype, as_logits_shape, check_qkv, dropout_seeds,
+                                     full_dropout_keep, masked_softmax)
 
 IMPLEMENTATIONS = ("auto", "xla", "blockwise", "pallas_tpu", "cudnn")
 
@@ -39,16 +39,16 @@ def xla_attention(query, key, value, *, mask, bias, is_causal, scale, dropout_ra
                   rel_key=None, rel_value=None):
   """Materialised attention; returns ``(out [B,T,N,Hv], weights [B,N,T,S] float32)``.
 
-  ``rel_key``/``rel_value`` (``[T, S, H]`` or ``[B, T, S, H]``) add the relative-position terms of Shaw et al. 2018:
-  e_ts = q_t·(k_s + a^K_ts)·scale and z_t = Σ_s α_ts (v_s + a^V_ts). They are inputs here so that the relative
-  kernel in :mod:`attnjax.kernels.positions` shares this one masking/softmax/dropout path.
+  ``rel_key``/``rel_value`` (``[T, S, H]`` or ``[B, T, S, H]``, or a factored :class:`RelativeTable`) add the
+  relative-position terms of Shaw et al. 2018: e_ts = q_t·(k_s + a^K_ts)·scale and z_t = Σ_s α_ts (v_s + a^V_ts).
+  They are inputs here so that the relative kernel in :mod:`attnjax.kernels.positions` shares this one
+  masking/softmax/dropout path.
   """
   b, t, s, n, _ = check_qkv(query, key, value)
   acc = accumulation_dtype(query.dtype)
   logits = jnp.einsum("btnh,bsnh->bnts", query, key, preferred_element_type=acc)
   if rel_key is not None:
-    spec = "btnh,tsh->bnts" if rel_key.ndim == 3 else "btnh,btsh->bnts"
-    logits = logits + jnp.einsum(spec, query, rel_key, preferred_element_type=acc)
+    logits = logits + _relative_logits(query, rel_key, acc)
   logits = logits * jnp.asarray(scale, acc)
   if bias is not None:
     logits = logits + bias.astype(acc)
@@ -62,9 +62,35 @@ def xla_attention(query, key, value, *, mask, bias, is_causal, scale, dropout_ra
     probs = jnp.where(keep, weights / (1.0 - dropout_rate), 0.0)
   out = jnp.einsum("bnts,bsnh->btnh", probs.astype(value.dtype), value)
   if rel_value is not None:
-    spec = "bnts,tsh->btnh" if rel_value.ndim == 3 else "bnts,btsh->btnh"
-    out = out + jnp.einsum(spec, probs.astype(rel_value.dtype), rel_value)
+    out = out + _relative_values(probs, rel_value)
   return out.astype(query.dtype), weights
+
+
+def _relative_logits(query, rel, acc):
+  """q_t·a_ts as ``[B, N, T, S]``: from the ``[(B,) T, S, H]`` vectors, or factored, q_t·w_r for each of the R
+  distances (one ``[H, R]`` matmul) of which each (t, s) takes its own."""
+  if isinstance(rel, RelativeTable):
+    per_distance = jnp.einsum("btnh,rh->bntr", query, rel.table, preferred_element_type=acc)
+    ids = rel.ids if rel.ids.ndim == 3 else rel.ids[None]
+    b, n, t, _ = per_distance.shape
+    return jnp.take_along_axis(per_distance, jnp.broadcast_to(ids[:, None], (b, n, t, ids.shape[-1])), axis=-1)
+  spec = "btnh,tsh->bnts" if rel.ndim == 3 else "btnh,btsh->bnts"
+  return jnp.einsum(spec, query, rel, preferred_element_type=acc)
+
+
+def _relative_values(probs, rel):
+  """Σ_s α_ts a_ts as ``[B, T, N, H]``: from the vectors, or factored, Σ_r (Σ_{s: ids_ts = r} α_ts) w_r: the weights
+  summed by distance (a scatter-add), then one ``[R, H]`` matmul."""
+  if isinstance(rel, RelativeTable):
+    b, n, t, s = probs.shape
+    ids = jnp.broadcast_to((rel.ids if rel.ids.ndim == 3 else rel.ids[None])[:, None], (b, n, t, s))
+    by_distance = jnp.zeros((b * n * t, rel.table.shape[0]), probs.dtype)
+    rows = jnp.arange(b * n * t)[:, None]
+    by_distance = by_distance.at[rows, ids.reshape(b * n * t, s)].add(probs.reshape(b * n * t, s))
+    return jnp.einsum("xr,rh->xh", by_distance.astype(rel.table.dtype), rel.table).reshape(
+        b, n, t, -1).transpose(0, 2, 1, 3)
+  spec = "bnts,tsh->btnh" if rel.ndim == 3 else "bnts,btsh->btnh"
+  return jnp.einsum(spec, probs.astype(rel.dtype), rel)
 
 
 # ------------------------------------------------------------------------------------------------ public function

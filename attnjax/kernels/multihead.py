@@ -89,8 +89,8 @@ def multi_head_attention(inputs_q, inputs_kv, params, *, num_heads, mask=None, b
     mask, bias, is_causal, dropout_rate, dropout_rng, implementation, return_weights: as
       :func:`attnjax.kernels.scaled_dot_product_attention`.
     rel_key, rel_value: Shaw et al. 2018 relative-position embeddings ``[T, S, H]`` (or ``[B, T, S, H]``) from
-      :func:`attnjax.kernels.shaw_relative_embeddings`; when given, attention runs through
-      :func:`attnjax.kernels.relative_attention` (the ``"xla"`` path).
+      :func:`attnjax.kernels.shaw_relative_embeddings` (or factored, :func:`attnjax.kernels.shaw_relative_table`);
+      when given, attention runs through :func:`attnjax.kernels.relative_attention` (the ``"xla"`` path).
 
   Returns:
     ``out [B, T, D]``, or ``(out, weights [B, N, T, S])`` with ``return_weights``.

@@ -18,7 +18,7 @@ import math
 
 import jax.numpy as jnp
 
-from attnjax.kernels.common import as_logits_shape, check_qkv
+from attnjax.kernels.common import RelativeTable, as_logits_shape, check_qkv
 from attnjax.kernels.dot_product import xla_attention
 
 
@@ -87,6 +87,14 @@ def shaw_relative_embeddings(table, q_positions, k_positions, max_distance: int)
   return jnp.take(table, relative_position_ids(q_positions, k_positions, max_distance), axis=0)
 
 
+def shaw_relative_table(table, q_positions, k_positions, max_distance: int) -> RelativeTable:
+  """The same a^{K or V}_ij kept factored, as ``RelativeTable(table, ids)``: what the attention layers pass, since the
+  relative terms then cost O(T·(2K+1)·H) instead of the gathered ``[(B,) T, S, H]`` tensors' O(T·S·H)."""
+  if table.ndim != 2 or table.shape[0] != 2 * max_distance + 1:
+    raise ValueError(f"table must be [2*max_distance+1, H] = [{2 * max_distance + 1}, H], got {table.shape}")
+  return RelativeTable(table, relative_position_ids(q_positions, k_positions, max_distance))
+
+
 def relative_attention(query, key, value, *, rel_key, rel_value=None, mask=None, bias=None, is_causal=False,
                        scale=None, dropout_rate=0.0, dropout_rng=None, return_weights=False):
   """Self-attention with relative position representations (Shaw et al. 2018, eqs. 3-4).
@@ -96,8 +104,9 @@ def relative_attention(query, key, value, *, rel_key, rel_value=None, mask=None,
   Args:
     query: ``[B, T, N, H]``; key, value: ``[B, S, N, H]``.
     rel_key: a^K, ``[T, S, H]`` or ``[B, T, S, H]`` (shared by all heads, as in the paper), from
-      :func:`shaw_relative_embeddings`.
-    rel_value: a^V of the same shape, or None to use the key term only.
+      :func:`shaw_relative_embeddings`; or factored, a :class:`RelativeTable` from :func:`shaw_relative_table`
+      (the same function, without the ``[T, S, H]`` tensors).
+    rel_value: a^V in the same form, or None to use the key term only.
     mask, bias, is_causal, scale, dropout_rate, dropout_rng, return_weights: as
       :func:`attnjax.kernels.scaled_dot_product_attention`.
 
@@ -108,7 +117,11 @@ def relative_attention(query, key, value, *, rel_key, rel_value=None, mask=None,
   for name, rel in (("rel_key", rel_key), ("rel_value", rel_value)):
     if rel is None:
       continue
-    if rel.ndim not in (3, 4) or rel.shape[-3:] != (t, s, h):
+    if isinstance(rel, RelativeTable):
+      if rel.table.ndim != 2 or rel.table.shape[1] != h or rel.ids.ndim not in (2, 3) or rel.ids.shape[-2:] != (t, s):
+        raise ValueError(f"{name} must be a RelativeTable of table [R, H={h}] and ids [T, S] or [B, T, S] with "
+                         f"(T, S) = {(t, s)}, got table {rel.table.shape} and ids {rel.ids.shape}")
+    elif rel.ndim not in (3, 4) or rel.shape[-3:] != (t, s, h):
       raise ValueError(f"{name} must be [T, S, H] or [B, T, S, H] with (T, S, H) = {(t, s, h)}, got {rel.shape}")
   if dropout_rate > 0.0 and dropout_rng is None:
     raise ValueError("dropout_rng is required when dropout_rate > 0")

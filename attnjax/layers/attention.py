@@ -231,8 +231,8 @@ class MultiHeadAttention(nn.Module):
     elif self.relative == "shaw":
       if q_positions is None:
         raise ValueError("relative='shaw' is for self-attention; a cross-attention cache has no relative positions")
-      rel_key, rel_value = (kernels.shaw_relative_embeddings(table.astype(self.dtype), q_positions, kv_positions,
-                                                             self.max_relative_distance)
+      rel_key, rel_value = (kernels.shaw_relative_table(table.astype(self.dtype), q_positions, kv_positions,
+                                                        self.max_relative_distance)
                             for table in (self.rel_key, self.rel_value))
       result = kernels.attend_heads(query, key, value, rel_key=rel_key, rel_value=rel_value, **common)
     else:

@@ -2,13 +2,14 @@
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.test_util import check_grads
 
-from attnjax.kernels import (multi_head_attention, relative_attention, relative_position_ids,
-                             shaw_relative_embeddings, sinusoidal_positions, t5_relative_bias,
+from attnjax.kernels import (RelativeTable, multi_head_attention, relative_attention, relative_position_ids,
+                             shaw_relative_embeddings, shaw_relative_table, sinusoidal_positions, t5_relative_bias,
                              t5_relative_position_bucket)
 from tests.kernels import reference
 
@@ -89,6 +90,51 @@ def test_relative_attention_gradients_match_numerical_differentiation(rng, x64):
   f = lambda q, k, v, wk, wv: relative_attention(q, k, v, rel_key=shaw_relative_embeddings(wk, pos, pos, 2),
                                                  rel_value=shaw_relative_embeddings(wv, pos, pos, 2), is_causal=True)
   check_grads(f, (q, k, v, wk, wv), order=1, modes=["rev"], atol=1e-6, rtol=1e-6)
+
+
+def test_the_factored_table_matches_shaw_equations_per_row_of_positions(rng):
+  """RelativeTable (q·w_r per distance, then gathered; weights summed by distance, then · w_r) against eqs. 3-4
+  written out per example, with positions that differ by row (packed documents restart them) and a causal mask."""
+  b, t, n, h, k_max = 2, 6, 2, 4, 2
+  q, k, v = (jnp.asarray(rng.normal(size=(b, t, n, h)), jnp.float32) for _ in range(3))
+  wk, wv = (jnp.asarray(rng.normal(size=(2 * k_max + 1, h)), jnp.float32) for _ in range(2))
+  pos = jnp.array([[0, 1, 2, 3, 4, 5], [0, 1, 0, 1, 2, 3]])
+  mask = np.tril(np.ones((t, t), bool))[None, None]
+  out, w = relative_attention(q, k, v, rel_key=shaw_relative_table(wk, pos, pos, k_max),
+                              rel_value=shaw_relative_table(wv, pos, pos, k_max), mask=mask, return_weights=True)
+  for row in range(b):
+    p = np.asarray(pos[row])
+    clip = lambda i, j: min(max(p[j] - p[i], -k_max), k_max) + k_max
+    a_k = np.array([[np.asarray(wk)[clip(i, j)] for j in range(t)] for i in range(t)])
+    a_v = np.array([[np.asarray(wv)[clip(i, j)] for j in range(t)] for i in range(t)])
+    ref_out, ref_w = reference.attention(q[row:row + 1], k[row:row + 1], v[row:row + 1], mask=mask, rel_key=a_k,
+                                         rel_value=a_v)
+    np.testing.assert_allclose(out[row:row + 1], ref_out, atol=1e-5)
+    np.testing.assert_allclose(w[row:row + 1], ref_w, atol=1e-6)
+
+
+def test_the_factored_table_equals_the_gathered_vectors_with_dropout_and_in_gradients(rng, x64):
+  q, k, v, wk, wv = (x.astype(jnp.float64) for x in _shaw_inputs(rng, t=5, s=7))
+  qp, kp = jnp.arange(1, 6), jnp.arange(7)  # distances -5..5, clipped at ±2: every row sees several
+  common = dict(dropout_rate=0.3, dropout_rng=jax.random.PRNGKey(5))
+  factored = lambda q, k, v, wk, wv: relative_attention(q, k, v, rel_key=shaw_relative_table(wk, qp, kp, 2),
+                                                        rel_value=shaw_relative_table(wv, qp, kp, 2), **common)
+  gathered = lambda q, k, v, wk, wv: relative_attention(q, k, v, rel_key=shaw_relative_embeddings(wk, qp, kp, 2),
+                                                        rel_value=shaw_relative_embeddings(wv, qp, kp, 2), **common)
+  args = (q, k, v, wk, wv)
+  np.testing.assert_allclose(factored(*args), gathered(*args), atol=1e-12)
+  loss = lambda f: lambda *a: jnp.sum(jnp.sin(f(*a)))
+  grads = (jax.grad(loss(f), argnums=range(5))(*args) for f in (factored, gathered))
+  for g_f, g_g in zip(*grads):
+    np.testing.assert_allclose(g_f, g_g, atol=1e-12)
+  check_grads(factored, args, order=1, modes=["rev"], atol=1e-6, rtol=1e-6)
+
+
+def test_a_factored_table_of_the_wrong_shape_is_refused(rng):
+  q, k, v, wk, _ = _shaw_inputs(rng)
+  with pytest.raises(ValueError, match="rel_key must be a RelativeTable of table"):
+    ids = relative_position_ids(jnp.arange(6), jnp.arange(6), 2)
+    relative_attention(q, k, v, rel_key=RelativeTable(wk[:, :3], ids))
 
 
 def _t5_bucket_reference(rel, bidirectional, num_buckets, max_distance):
