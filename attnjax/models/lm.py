@@ -1,4 +1,4 @@
-"""A decoder-only Transformer language model (GPT-2 style: Radford et al. 2019):
+"""A decoder-only Transformer language model (GPT-2 style: Radford et al. 2019)::
 
     h₀ = s·E[x] + P[positions]                                   token embeddings (and absolute positions, by name);
                                                                  s = √D with sinusoidal positions, else 1
