@@ -117,6 +117,23 @@ def test_the_frontiers_error_resamples_runs_not_their_correlated_evaluations():
 # ------------------------------------------------------------------------------------------ from the runs' workdirs
 
 
+@pytest.mark.parametrize("sinusoidal, paired, verdict", [
+    (3.3, -0.01, "holds"),  # the longer rows cost nothing over the same tokens, whatever the learned model does
+    (5.0, -0.01, "holds"),
+    (3.3, 0.09, "in part: better than learned, but the longer rows cost it +0.090"),
+    (5.0, 0.09, "does not hold"),  # worse than the learned table beyond its trained rows
+    (3.3, None, "better than learned (no paired score)"),
+    (5.0, None, "does not hold"),
+])
+def test_sinusoidal_positions_extrapolate_when_longer_rows_cost_them_nothing(sinusoidal, paired, verdict):
+  def row(name, beyond, difference):
+    return {"positional": name, "trained": 256, "paired": difference,
+            "ranges": {"0-256": 3.0, "256-512": beyond - 0.1, "512-1024": beyond + 0.1}}
+  claim = lm_scaling.extrapolation_claim([row("sinusoidal", sinusoidal, paired), row("learned", 4.0, 0.5)])
+  assert claim[2] == verdict
+  assert f"learned 4.000, sinusoidal {sinusoidal:.3f}" in claim[1]
+
+
 def _by_hand(layers: int, d: int) -> int:
   """Non-embedding parameters of the pre-norm decoder-only LM with d_ff = 4d: attention (q, k, v, out and biases),
   the feed-forward layers, two LayerNorms per layer and the final one."""
@@ -220,7 +237,8 @@ def test_the_report_measures_the_three_laws_and_extrapolation_from_the_runs(tmp_
   claims = {row["claim"]: row for row in table_rows(markdown, "## Language models: claims")}
   assert set(claims) == {"L ∝ N^-0.076", "L ∝ D^-0.095", "L ∝ C_min^-0.05", "L ∝ N^-0.076 (joint L(N, D))",
                          "L ∝ D^-0.095 (joint L(N, D))", "sinusoidal positions extrapolate beyond the training length"}
-  assert claims["sinusoidal positions extrapolate beyond the training length"]["verdict"] == "holds"
+  verdict = claims["sinusoidal positions extrapolate beyond the training length"]["verdict"]
+  assert verdict == "in part: better than learned, but the longer rows cost it +0.090"
   evidence = claims["sinusoidal positions extrapolate beyond the training length"]["evidence"]
   assert "learned 4.750" in evidence and "same tokens: learned +0.300, sinusoidal +0.090" in evidence
   assert "## Loss against model size" not in markdown  # the translation section leaves the LM's sweep alone
