@@ -261,3 +261,18 @@ def test_summarization_arms_share_data_budget_and_decoding_and_differ_in_the_mod
     src, tgt = jnp.ones((2, 7), jnp.int32), jnp.ones((2, 5), jnp.int32)
     out = jax.eval_shape(lambda a, b: model.init_with_output(jax.random.PRNGKey(0), a, b)[0], src, tgt)
     assert out.shape == (2, 5, 16000)
+
+
+def test_the_lm_data_sweep_trains_each_point_to_16m_tokens_or_16_epochs_whichever_is_more():
+  """L(D) needs every point stopped by its data (early stopping), not by its step cap: the cap is at least 16 epochs of
+  the point's rows. The points up to 1M tokens keep the 16M-token cap (3,906 steps of 4,096 tokens) they trained with,
+  since the learning rate decays to zero at the cap and a changed cap would be another run."""
+  from launch import launch  # pylint: disable=g-import-not-at-top
+  path = os.path.join(ROOT, "experiments", "wikipedia", "lm.py")
+  points = launch.sweep_points(config_lib.experiment_module(path), "data")
+  steps = {}
+  for point in points:
+    config = _point_config(path, point["overrides"])
+    assert config.data.batch_size * config.data.seq_len == 4096
+    steps[config.data.train_tokens] = config.train.steps
+  assert steps == {125_000: 3906, 250_000: 3906, 500_000: 3906, 1_000_000: 3906, 2_000_000: 7812, 4_000_000: 15625}

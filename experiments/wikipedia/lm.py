@@ -12,7 +12,7 @@ rows of 256 tokens with documents packed and kept apart by segment ids. Scored i
 Model (the default point): GPT-2's layout (pre-norm, causal, tied output, GELU), 4 layers of 256, learned positions.
 Optimiser: AdamW (β 0.9 / 0.95, weight decay 0.1 on matrices), linear warm-up then linear decay, gradient clip 1.
 
-Sweeps (the scaling study; about 11 hours on 2 CPU cores by the FLOP counts at the 60 GFLOP/s the project's
+Sweeps (the scaling study; about 14 hours on 2 CPU cores by the FLOP counts at the 60 GFLOP/s the project's
 Transformer steps reach here, ``docs/benchmarks.md``; the report states what it took):
 
 * ``size`` (L(N)): six models from 2 layers of 32 to 4 of 192 (about 25k to 1.8M non-embedding parameters, 12·L·d²,
@@ -22,9 +22,11 @@ Transformer steps reach here, ``docs/benchmarks.md``; the report states what it 
   model is limited by the data more than by its size, and L(N) would flatten for that reason, not the law's (the
   report also fits Kaplan et al.'s L(N, D) to both sweeps, which accounts for the data).
 * ``data`` (L(D)): the 4 x 128 model on 0.125M to 4M training tokens (6 points, 32x; nested random samples of the
-  training rows), repeated as epochs for up to 16M tokens (four epochs of the largest), stopped early after 4
-  evaluations without a better validation loss; each point is evaluated every half epoch, at most every 125 steps
-  (25 to 125), and warms up over at most one epoch. Its best validation loss is L(D).
+  training rows), repeated as epochs for up to 16M tokens or 16 epochs, whichever is more (16M up to 1M tokens, 32M
+  and 64M tokens for the two largest, whose best losses came at the last step of a 16M cap), stopped early after 4
+  evaluations without a better validation loss; the learning rate decays linearly to zero at the cap. Each point is
+  evaluated every half epoch, at most every 125 steps (25 to 125), and warms up over at most one epoch. Its best
+  validation loss is L(D).
 * ``positional`` (extrapolation): the 4 x 128 model with sinusoidal, learned, relative (Shaw) and T5 positions, trained
   on 8M tokens in rows of 256 and evaluated on rows of 1,024 (``--eval seq_len=1024``): the loss at positions up to
   2x and 4x the training length.
@@ -39,7 +41,8 @@ TOKENS_PER_STEP = 16 * 256
 SIZES = ((2, 32), (2, 64), (4, 64), (4, 96), (4, 128), (4, 192))  # (layers, d_model): 12·L·d² from 25k to 1.8M
 SIZE_TOKENS = 20_000_000
 DATA_TOKENS = (125_000, 250_000, 500_000, 1_000_000, 2_000_000, 4_000_000)
-DATA_CAP_TOKENS = 4 * DATA_TOKENS[-1]  # a data point trains at most this many tokens (its repeats included)
+DATA_CAP_TOKENS = 16_000_000  # a data point trains at most max(this, DATA_CAP_EPOCHS epochs) tokens, repeats included
+DATA_CAP_EPOCHS = 16
 POSITIONAL_TOKENS = 8_000_000
 SMALL = {"model.num_layers": 4, "model.d_model": 128, "model.d_ff": 512, "model.num_heads": 2,
          "model.dropout_rate": 0.0, "train.steps": POSITIONAL_TOKENS // TOKENS_PER_STEP, "train.time_limit_minutes": 0.0}
@@ -54,7 +57,8 @@ def _size(layers, d):
 def _data(tokens):
   epoch = tokens // TOKENS_PER_STEP  # steps in one epoch of the point's rows
   every = min(max(epoch // 2, 25), 125)
-  return {**SMALL, "data.train_tokens": tokens, "train.steps": DATA_CAP_TOKENS // TOKENS_PER_STEP,
+  cap = max(DATA_CAP_TOKENS, DATA_CAP_EPOCHS * tokens)
+  return {**SMALL, "data.train_tokens": tokens, "train.steps": cap // TOKENS_PER_STEP,
           "train.warmup_steps": min(200, epoch), "train.patience": 4, "train.eval_every": every,
           "train.checkpoint_every": every}
 
