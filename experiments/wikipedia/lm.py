@@ -12,7 +12,7 @@ rows of 256 tokens with documents packed and kept apart by segment ids. Scored i
 Model (the default point): GPT-2's layout (pre-norm, causal, tied output, GELU), 4 layers of 256, learned positions.
 Optimiser: AdamW (β 0.9 / 0.95, weight decay 0.1 on matrices), linear warm-up then linear decay, gradient clip 1.
 
-Sweeps (the scaling study; about 14 hours on 2 CPU cores by the FLOP counts at the 60 GFLOP/s the project's
+Sweeps (the scaling study; about 15 hours on 2 CPU cores by the FLOP counts at the 60 GFLOP/s the project's
 Transformer steps reach here, ``docs/benchmarks.md``; the report states what it took):
 
 * ``size`` (L(N)): six models from 2 layers of 32 to 4 of 192 (about 25k to 1.8M non-embedding parameters, 12·L·d²,
