@@ -94,6 +94,29 @@ def test_the_joint_law_recovers_kaplans_exponents_from_points_on_eq_1_5():
   assert lm_scaling.fit_law(sizes, loss[:6])["alpha"] < 0.076
 
 
+def test_the_joint_section_names_the_points_at_one_n_that_eq_1_5_cannot_fit_together():
+  """Eq. (1.5) falls as D grows at fixed N. Points on the law never contradict it; a step-limited point with more
+  data and a higher loss than the data sweep's at its N is named, with the tokens each trained on."""
+  sizes = [24_576, 98_304, 196_608, 442_368, 786_432, 1_769_472]
+  law = lambda n, d: ((8.8e13 / n) ** (0.076 / 0.095) + 5.4e13 / d) ** 0.095
+  points = ([{"point": f"s{i}", "n": n, "d": 2e7, "loss": law(n, 2e7), "tokens": 2e7} for i, n in enumerate(sizes)]
+            + [{"point": f"d{d:g}", "n": 786_432, "d": d, "loss": law(786_432, d), "tokens": 16 * d}
+               for d in (2.5e5, 5e5, 1e6, 2e6, 4e6, 8e6)])
+  assert lm_scaling.joint_contradictions(points) == []
+  assert "cannot fit" not in lm_scaling.joint_section(points)[0]
+  points[4]["loss"] = law(786_432, 3e6)  # the size run at this N stops where 3M tokens of data would
+  pairs = lm_scaling.joint_contradictions(points)
+  # brute force over the points: a pair at one N whose loss rises with D
+  expected = {("s4", p["point"]) for p in points[6:] if p["d"] < 2e7 and p["loss"] < points[4]["loss"]}
+  assert expected == {("s4", "d4e+06"), ("s4", "d8e+06")}
+  assert {(a["point"], b["point"]) for a, b in pairs} == expected
+  text = lm_scaling.joint_section(points)[0]
+  assert text.count("cannot fit") == 1 and "s4 (D = 20M, 20.0M tokens" in text
+  assert "d4e+06 (D = 4M, 64.0M tokens" in text and "s4 trained on fewer tokens" in text
+  points[4]["tokens"] = 1e9  # it trained longer than either: not the step limit, and not said to be
+  assert "fewer tokens" not in lm_scaling.joint_section(points)[0]
+
+
 def test_a_missing_bootstrap_stays_missing_and_is_not_replaced_by_the_points():
   x = np.geomspace(1e5, 1e7, 8)
   loss = (1e9 / x) ** 0.08 * np.exp(np.random.default_rng(2).normal(0, 0.01, x.size))

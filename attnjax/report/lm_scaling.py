@@ -21,7 +21,9 @@ Three laws, each a least-squares line of log L on log x, L in nats per token on 
   the fit's Jacobian), judged as the single laws' are (R² of log L ≥ 0.95, error ≤ 0.01). L(N) alone is measured at
   one D, where the larger models are limited by the data as much as by their size; this fit separates the two and
   gives α_N and α_D of the law that holds at every N and D. The ``size`` runs train one epoch of their D rather
-  than to early stopping, so their D term also carries that step limit.
+  than to early stopping, so their D term also carries that step limit. The law falls as D grows at fixed N; the
+  report names each point with more data but a higher loss than others at its N, which no such law can fit, and
+  the tokens each trained on.
 
 A ``data`` point whose best evaluation is its run's last is marked: the step cap, not the data, may have ended it.
 The frontier's points that are a run's last evaluation are counted: the learning rate decays to 0 at a run's end, so
@@ -206,8 +208,36 @@ def fit_joint(n, d, loss, *, samples: int = BOOTSTRAP, seed: int = 0) -> dict | 
 def joint_points(laws: dict) -> list[dict]:
   """The points of L(N, D): each ``size`` point at (its N, the tokens it trained on), each ``data`` point at (its
   model's N, its D)."""
-  return ([{"point": p["point"], "n": p["x"], "d": p["d"], "loss": p["loss"]} for p in laws["N"]]
-          + [{"point": p["point"], "n": p["n"], "d": p["x"], "loss": p["loss"]} for p in laws["D"]])
+  return ([{"point": p["point"], "n": p["x"], "d": p["d"], "loss": p["loss"], "tokens": p.get("tokens")}
+           for p in laws["N"]]
+          + [{"point": p["point"], "n": p["n"], "d": p["x"], "loss": p["loss"], "tokens": p.get("tokens")}
+             for p in laws["D"]])
+
+
+def joint_contradictions(points: list[dict]) -> list[tuple[dict, dict]]:
+  """The pairs (a, b) of points at one N where a has more data but the higher loss. Eq. (1.5) falls as D grows at
+  fixed N, so it cannot pass through both: such a pair says the two sweeps' points are not of one law (one run
+  limited by its steps, the other by its data)."""
+  return [(a, b) for a in points for b in points
+          if a is not b and a["n"] == b["n"] and a["d"] > b["d"] and a["loss"] > b["loss"]]
+
+
+def _contradiction_texts(pairs: list[tuple[dict, dict]]) -> list[str]:
+  """One sentence per point with more data and a higher loss than others at its N."""
+  def described(p):
+    tokens = "" if p.get("tokens") is None else f", {p['tokens'] / 1e6:.1f}M tokens trained at its best"
+    return f"{p['point']} (D = {p['d'] / 1e6:g}M{tokens}, loss {p['loss']:.4f})"
+
+  texts = []
+  for a in {id(a): a for a, _ in pairs}.values():
+    below = [b for x, b in pairs if x is a]
+    text = (f"At N = {a['n']:,}, {described(a)} is above {' and '.join(described(b) for b in below)}, with less "
+            "data: eq. (1.5) falls as D grows at fixed N, so it cannot fit them all.")
+    if all(a.get("tokens") is not None and b.get("tokens") is not None and a["tokens"] < b["tokens"] for b in below):
+      text += (f" {a['point']} trained on fewer tokens than each of them: its loss is limited by its steps, not "
+               "its data.")
+    texts.append(text)
+  return texts
 
 
 def joint_section(points: list[dict]) -> tuple[str, dict | None]:
@@ -232,6 +262,7 @@ def joint_section(points: list[dict]) -> tuple[str, dict | None]:
             f"{100 * fit['rms']:.2f}% of L (root mean square). Kaplan et al.: α_N = {QUOTED['N']}, α_D = "
             f"{QUOTED['D']} (N_c = 8.8e13, D_c = 5.4e13, in their tokens). The `size` points trained one epoch of "
             "their D, not until early stopping: their D term also carries the step limit.", ""]
+  lines += [text + "\n" for text in _contradiction_texts(joint_contradictions(points))]
   return "\n".join(lines), fit
 
 
@@ -301,10 +332,12 @@ def law_points(records: list[dict]) -> dict[str, dict]:
     subset = int((config.get("data") or {}).get("train_tokens") or 0)
     if r["sweep"] == "data":
       if subset:
-        laws["D"].append({**common, "x": subset, "n": n, "epochs": step * tokens_per_step / subset})
+        laws["D"].append({**common, "x": subset, "n": n, "epochs": step * tokens_per_step / subset,
+                          "tokens": step * tokens_per_step})
       continue
     trained = last * tokens_per_step
-    laws["N"].append({**common, "x": n, "tokens_per_param": trained / n, "d": subset or trained})
+    laws["N"].append({**common, "x": n, "tokens_per_param": trained / n, "d": subset or trained,
+                      "tokens": step * tokens_per_step})
     warmup = int((config.get("train") or {}).get("warmup_steps") or 0)
     laws["C"] += [{"x": 6.0 * n * s * tokens_per_step / PF_DAY, "loss": v, "step": s, "run": r["run"],
                    "point": r["point"], "tokens": s * tokens_per_step, "last": s == last}
