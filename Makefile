@@ -148,7 +148,7 @@ summarization: $(VENV)/.installed
 # The decoder-only LM's scaling laws on Wikipedia (needs ../shared/data): the size sweep (L(N), and the compute
 # frontier from its learning curves), the data sweep (L(D), stopped early) and the positional sweep, each point scored
 # on validation and test; the positional runs also on rows of 1,024 tokens (4x their training rows); then the report.
-# A failed point does not stop the others, nor the report. About 11 hours by FLOP count; a re-run skips what is done
+# A failed point does not stop the others, nor the report. About 14 hours on 2 CPU cores; a re-run skips what is done
 # and resumes the rest.
 SCALING ?= runs/scaling
 scaling: $(VENV)/.installed

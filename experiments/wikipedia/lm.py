@@ -12,8 +12,8 @@ rows of 256 tokens with documents packed and kept apart by segment ids. Scored i
 Model (the default point): GPT-2's layout (pre-norm, causal, tied output, GELU), 4 layers of 256, learned positions.
 Optimiser: AdamW (β 0.9 / 0.95, weight decay 0.1 on matrices), linear warm-up then linear decay, gradient clip 1.
 
-Sweeps (the scaling study; about 15 hours on 2 CPU cores by the FLOP counts at the 60 GFLOP/s the project's
-Transformer steps reach here, ``docs/benchmarks.md``; the report states what it took):
+Sweeps (the scaling study; 13.9 hours of training on 2 CPU cores, over restarts, as the report states from the
+runs' checkpoints):
 
 * ``size`` (L(N)): six models from 2 layers of 32 to 4 of 192 (about 25k to 1.8M non-embedding parameters, 12·L·d²,
   72x), each trained on the same 20M tokens once (a fixed sample of the training rows, one epoch, 4,096 tokens a
