@@ -20,7 +20,8 @@ runs' checkpoints):
   step), no dropout. L(N) is each model's best validation loss; their learning curves give the compute frontier
   L(C_min). The sizes stop at 1.8M so that the largest still sees 11 tokens a parameter: at this budget a larger
   model is limited by the data more than by its size, and L(N) would flatten for that reason, not the law's (the
-  report also fits Kaplan et al.'s L(N, D) to both sweeps, which accounts for the data).
+  report also fits Kaplan et al.'s L(N, D) to both sweeps, meant to account for the data; ``docs/lm.md`` says why it
+  does not fit these runs).
 * ``data`` (L(D)): the 4 x 128 model on 0.125M to 4M training tokens (6 points, 32x; nested random samples of the
   training rows), repeated as epochs for up to 16M tokens or 16 epochs, whichever is more (16M up to 1M tokens, 32M
   and 64M tokens for the two largest, whose best losses came at the last step of a 16M cap), stopped early after 4
