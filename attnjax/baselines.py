@@ -9,12 +9,28 @@ split the models are scored on, every example of it (an empty article gives an e
 
 The workdir gets the experiment's config (its ``model`` section replaced by ``{"name": "lead3"}``), one
 ``hypotheses.<split>.lead3.txt`` and one ``metrics.<split>.json`` per split, in the layout of
-:func:`attnjax.scoring.evaluate_checkpoint`, plus See et al.'s repetition and novel n-gram shares.
+:func:`attnjax.scoring.evaluate_checkpoint`, plus See et al.'s repetition and novel n-gram shares, and a
+``launch.json`` that says it is done (so that :mod:`launch.record` keeps it with the study's runs).
+
+The context-free masked-LM baseline (:func:`attnjax.data.mlm.context_free_scores`: token frequencies alone, the best
+a predictor that ignores its input can do) is written by every masked-LM evaluation beside its scores. For a run
+evaluated before that, or its record (``results/``, which keeps no packed rows and no vocabulary copy), it is
+computed from the run's config, rebuilding the split's rows in a temporary directory from the data and
+``data.vocab_file``, and added to the run's ``metrics.<split>.json``::
+
+    python -m attnjax.baselines --baseline=context_free --workdir=results/transfer/wikipedia/bert_mlm/single/default \
+        --split=test
 """
 
 from __future__ import annotations
 
+import datetime
 import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
 import time
 
 from absl import app, flags, logging
@@ -24,13 +40,15 @@ from attnjax import fs, scoring
 from attnjax import metrics as metrics_lib
 from attnjax.data import tasks
 
-BASELINES = ("lead3",)
+BASELINES = ("lead3", "context_free")
+
 
 def define_flags() -> None:
   """The command line, defined only when run as a program (other CLIs import this module)."""
-  flags.DEFINE_string("experiment", None, "experiment file whose task and splits are scored")
+  flags.DEFINE_string("experiment", None, "experiment file whose task and splits are scored (lead3)")
   flags.DEFINE_enum("baseline", "lead3", BASELINES, "which baseline")
-  flags.DEFINE_string("workdir", None, "where the baseline's config, hypotheses and metrics go")
+  flags.DEFINE_string("workdir", None, "where the baseline's config, hypotheses and metrics go (lead3); the masked-LM "
+                      "run whose metrics files get the baseline (context_free)")
   flags.DEFINE_list("split", ["test"], "split(s) to score, comma-separated")
 
 
@@ -45,12 +63,57 @@ def score_lead(config, split: str, n: int = 3) -> tuple[dict, list[str]]:
   return result, hypotheses
 
 
+def context_free(workdir, split: str) -> dict[str, float]:
+  """:func:`attnjax.data.mlm.context_free_scores` of ``split``'s packed rows of the masked-LM run in ``workdir``
+  (a workdir or its record), rebuilt from the run's config in a temporary directory, as
+  ``{"context_free_mlm_loss", "context_free_mlm_accuracy"}``."""
+  from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
+  from attnjax.data.mlm import MlmTaskData, context_free_scores  # pylint: disable=g-import-not-at-top
+  config = config_lib.load_config(workdir)
+  if config.data.source != "mlm_jsonl":
+    raise ValueError(f"--baseline=context_free: {workdir} is not a masked-LM run (data.source="
+                     f"{config.data.source!r})")
+  tasks.resolve_data_dir(config.data, str(workdir))
+  with tempfile.TemporaryDirectory() as scratch:  # the rows and the vocabulary copy, never into the record
+    task = MlmTaskData(config.data, scratch)
+    ids, segments, _ = task.rows(split)
+    scores = context_free_scores(ids, segments, task.special_ids)
+  return {f"context_free_{key}": value for key, value in scores.items()}
+
+
+def _add_context_free(workdir, splits) -> None:
+  for split in splits:
+    path = fs.join(workdir, f"metrics.{split}.json")
+    if not fs.exists(path):
+      raise FileNotFoundError(f"--split={split}: no {path}; evaluate the run on that split first")
+    result = json.loads(fs.read_text(path))
+    result.update(context_free(workdir, split))
+    fs.write_json(path, result, indent=1, sort_keys=True)
+    print(f"context_free {split}: mlm_loss {result['context_free_mlm_loss']:.4f}  mlm_accuracy "
+          f"{result['context_free_mlm_accuracy']:.4f}  (the run: {result.get('mlm_loss', float('nan')):.4f}, "
+          f"{result.get('mlm_accuracy', float('nan')):.4f})")
+
+
+def _commit() -> str | None:
+  try:
+    return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                          cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+  except (OSError, subprocess.CalledProcessError):
+    return None
+
+
 def main(argv):
   FLAGS = flags.FLAGS  # pylint: disable=invalid-name
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  if FLAGS.baseline == "context_free":
+    if not FLAGS.workdir:
+      raise app.UsageError("--baseline=context_free: give --workdir=RUN (a masked-LM run or its record)")
+    _add_context_free(FLAGS.workdir, FLAGS.split)
+    return
   if not FLAGS.experiment or not FLAGS.workdir:
     raise app.UsageError("give --experiment=FILE and --workdir=DIR")
+  started, start_time = datetime.datetime.now(datetime.timezone.utc), time.perf_counter()
   config = compile_lib.load_experiment(FLAGS.experiment)
   if config.data.source not in tasks.SUMMARIZATION_SOURCES:
     raise app.UsageError(f"--baseline={FLAGS.baseline} summarizes articles; {FLAGS.experiment} is not a "
@@ -71,6 +134,13 @@ def main(argv):
                                                           if isinstance(v, float)}))
     print(f"{FLAGS.baseline} {split}: " + "  ".join(f"{k} {result[k]:.2f}" for k in
                                                       ("rouge1", "rouge2", "rougeL", "rougeLsum")))
+  # the manifest of a finished run, as the launcher writes one: launch.record keeps the baseline with the study
+  fs.write_json(fs.join(workdir, "launch.json"), {
+      "status": "done", "returncode": 0, "target": "cpu", "commit": _commit(),
+      "start": started.isoformat(timespec="seconds"),
+      "end": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+      "wall_seconds": round(time.perf_counter() - start_time, 1),
+      "commands": {"baseline": shlex.join(["python", "-m", "attnjax.baselines", *sys.argv[1:]])}}, indent=1)
 
 
 if __name__ == "__main__":

@@ -271,6 +271,8 @@ def _evaluate_rows(workdir, config, split, checkpoint, average_last, limit) -> d
   if task.kind == "mlm":
     result.update(mlm_loss=totals.get("loss_sum", 0.0) / n, mlm_accuracy=totals.get("correct_sum", 0.0) / n,
                   mlm_predictions=totals.get("ntokens", 0.0))
+    # beside the scores, what token frequencies alone reach on the same rows (no model): the report's baseline
+    result.update({f"context_free_{key}": value for key, value in task.context_free(split).items()})
   else:
     result.update(lm_scores(totals, task.bytes[split]), seq_len=task.seq_len, trained_seq_len=trained)
     result["loss_by_position"] = {

@@ -5,12 +5,18 @@
 ``--model_dir`` is a Hugging Face BERT checkpoint (``config.json``, ``model.safetensors``, ``tokenizer.json`` or
 ``vocab.txt``; :mod:`attnjax.transfer.bert` validates it before anything runs). Each sentence is embedded by mean
 pooling over its real tokens, L2-normalised, at most ``--max_length`` WordPiece tokens; every pair of the file is
-scored. ``--output`` also writes the scores as JSON.
+scored. ``--output`` also writes the scores as JSON: the record of a run (``results/sts/``), with the checkpoint's and
+the data file's sha256 so that a reader can tell which bytes were scored::
+
+    {"cosine_spearman", "cosine_pearson", "pairs", "model_dir", "model_sha256" (of model.safetensors),
+     "data", "data_sha256", "max_length", "command"}
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sys
 
 from absl import app, flags
 
@@ -24,6 +30,15 @@ _BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "sentences per forward pass
 _OUTPUT = flags.DEFINE_string("output", None, "also write the scores here (JSON)")
 
 
+def sha256(path) -> str:
+  """The hex sha256 of a file's bytes (local or a URL)."""
+  digest = hashlib.sha256()
+  with fs.open_binary(path) as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -35,7 +50,10 @@ def main(argv):
                                      batch_size=_BATCH_SIZE.value, progress=Progress("embedding", len(texts),
                                                                                     "sentences"))
   scores = sentence.sts_scores(vectors[:len(pairs)], vectors[len(pairs):], [p.score for p in pairs])
-  scores.update(model_dir=str(_MODEL_DIR.value), data=str(_DATA.value), max_length=_MAX_LENGTH.value)
+  scores.update(model_dir=str(_MODEL_DIR.value),
+                model_sha256=sha256(fs.join(_MODEL_DIR.value, "model.safetensors")), data=str(_DATA.value),
+                data_sha256=sha256(_DATA.value), max_length=_MAX_LENGTH.value,
+                command=" ".join(["python -m attnjax.sts", *sys.argv[1:]]))
   print(f"{_DATA.value}: {scores['pairs']} pairs, cosine Spearman {scores['cosine_spearman']:.5f}, "
         f"cosine Pearson {scores['cosine_pearson']:.5f}")
   if _OUTPUT.value:

@@ -215,16 +215,26 @@ def _launch_overrides(launch: dict) -> dict:
   return overrides
 
 
+def experiment_path(experiment: str) -> str:
+  """launch.json's ``experiment`` as a file path: relative to the repository root (where the launcher runs) whatever
+  the directory the report runs in, so that its output is the same from any directory; then relative to the current
+  directory (an experiment file outside the repository); as given where neither holds it."""
+  if not experiment or os.path.isabs(experiment) or fs.is_url(experiment):
+    return experiment
+  for base in (_REPOSITORY, os.getcwd()):
+    if os.path.isfile(os.path.join(base, experiment)):
+      return os.path.join(base, experiment)
+  return experiment
+
+
 def _from_experiment(launch: dict) -> tuple[str | None, dict | None]:
   """``(task, model section)`` of a run with no config.json (pending, or failed at start-up): the config its
   experiment file builds (``launch.json``'s ``experiment``, as given to the launcher or from the repository root),
   with the run's ``--config`` overrides applied. ``(None, None)`` when the file cannot be loaded: the run is then
   listed among the runs the report cannot place."""
   from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
-  experiment = launch.get("experiment") or ""
-  candidates = [experiment, os.path.join(_REPOSITORY, experiment)] if experiment else []
-  path = next((c for c in candidates if os.path.isfile(c)), None)
-  if path is None:
+  path = experiment_path(launch.get("experiment") or "")
+  if not path or not os.path.isfile(path):
     return None, None
   try:
     config = config_lib.experiment_module(path).get_config()

@@ -12,7 +12,7 @@ from absl import logging
 
 from attnjax.report.runs import (
     HEADLINE, KINDS, KIND_METRICS, KIND_TITLES, LABEL_ORDER, METRIC_TITLES, NOT_COMPUTED, SEED_REPORTED, SUBSET_TASKS,
-    TASK_KINDS)
+    TASK_KINDS, experiment_path)
 
 # a point whose single run lands within this many headline points (BLEU, exact match %) of a neighbouring
 # point's gets a second seed before the ordering of the two is read as a result; a headline on another scale has its
@@ -162,13 +162,13 @@ def _flat(tree: dict, prefix: str = "") -> dict:
 
 
 def _sweep_definition(experiment: str | None, sweep: str) -> list[dict] | None:
-  """The sweep's ``[{"name", "overrides"}]`` from its experiment file (as launch.json names it, relative to where the
-  report runs), or None when the file cannot be read (the report then keeps launch order and no stand-ins)."""
+  """The sweep's ``[{"name", "overrides"}]`` from its experiment file (:func:`attnjax.report.runs.experiment_path`: the same from any
+  directory), or None when the file cannot be read (the report then keeps launch order and no stand-ins)."""
   if not experiment:
     return None
   from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top  (the experiment imports JAX anyway)
   try:
-    points = list(config_lib.experiment_module(experiment, "launch.json experiment").SWEEPS[sweep])
+    points = list(config_lib.experiment_module(experiment_path(experiment), "launch.json experiment").SWEEPS[sweep])
     return [{"name": p["name"], "overrides": json.loads(json.dumps(dict(p["overrides"])))} for p in points]
   except Exception as e:  # pylint: disable=broad-except  (a report of what is there, never its failure)
     logging.info("report: sweep %r of %s: its definition is not readable here (%s: %s); points in launch order",

@@ -72,7 +72,7 @@ def _pretraining(source: str, records: list[dict]) -> tuple[str, dict | None]:
   tail = str(source).rstrip("/").removeprefix("./")
   for r in records:
     workdir = str(r["workdir"]).rstrip("/")
-    if r.get("kind") == "mlm" and (workdir == tail or workdir.endswith("/" + tail)):
+    if r.get("kind") == "mlm" and (workdir == tail or workdir.endswith("/" + tail) or _same_run(tail, r["run"])):
       step = r.get("step") or r.get("trained_step") or 0
       tokens = _tokens_seen(r)
       hours = (checkpoint_seconds(r["workdir"], step) or 0.0) / 3600
@@ -80,6 +80,14 @@ def _pretraining(source: str, records: list[dict]) -> tuple[str, dict | None]:
                if r.get("trained_step") and r["trained_step"] != step else "")
       return f"{hours:.1f} h, {step:,} steps, {tokens / 1e6:.0f}M tokens (its best checkpoint{total}; {r['run']})", r
   return "published checkpoint, not pre-trained here", None
+
+
+def _same_run(source: str, run: str) -> bool:
+  """Whether ``init_encoder_from`` names the run ``run`` (its path under its launch root,
+  ``<experiment>/<sweep>/<point>``) under another root: the readers trained from ``runs/transfer/...`` and the report
+  reads the records of the same runs from ``results/transfer/...``."""
+  parts = str(run).strip("/").split("/")
+  return len(parts) >= 3 and str(source).strip("/").split("/")[-len(parts):] == parts
 
 
 def _tokens_seen(record: dict) -> int:
@@ -98,9 +106,13 @@ def _pretraining_reached(record: dict) -> str | None:
     return None
   text = (f"- The masked-LM run {record['run']} reaches {split} MLM loss {scores['mlm_loss']:.2f} and accuracy "
           f"{100 * scores['mlm_accuracy']:.1f}% at the checkpoint the readers load")
+  metrics = record.get("metrics") or {}
   baseline = None
   data = (record.get("config") or {}).get("data") or {}
-  if data and fs.exists(fs.join(record["workdir"], WORDPIECE_FILE)):
+  if metrics.get("context_free_mlm_loss") is not None and metrics.get("context_free_mlm_accuracy") is not None:
+    # written by the evaluation (or python -m attnjax.baselines --baseline=context_free), so a record keeps it
+    baseline = {"mlm_loss": metrics["context_free_mlm_loss"], "mlm_accuracy": metrics["context_free_mlm_accuracy"]}
+  elif data and fs.exists(fs.join(record["workdir"], WORDPIECE_FILE)):
     try:
       from attnjax.data.mlm import MlmTaskData  # pylint: disable=g-import-not-at-top
       baseline = MlmTaskData(data, record["workdir"]).context_free(split)
