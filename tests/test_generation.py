@@ -1,6 +1,7 @@
 """Generation from a decoder-only LM: sampling's distributional properties on fixed logits (top-k never leaves the
 k, top-p's support is the smallest set reaching p, the frequencies are the renormalised softmax, temperature -> 0 is
-greedy), and the jit-compiled loop over the cache against step-by-step teacher forcing."""
+greedy), the jit-compiled loop over the cache against step-by-step teacher forcing, and rows that stop at EOS at
+different steps, PAD after it."""
 
 import flax.linen as nn
 import jax
@@ -62,7 +63,7 @@ def _tiny_lm(scale=4.0):
                     max_length=64, implementation="xla")
   prompt = jnp.asarray([[BOS_ID, 5, 6, 7]] * 3, jnp.int32)
   params = nn.meta.unbox(model.init(jax.random.PRNGKey(0), prompt)["params"])
-  params = jax.tree_util.tree_map(lambda p: p * scale, params)  # sharper distributions: EOS and repeats happen
+  params = jax.tree_util.tree_map(lambda p: p * scale, params)  # sharper distributions: repeats happen
   return model, params, prompt
 
 
@@ -85,7 +86,7 @@ def test_greedy_generation_over_the_cache_equals_the_argmax_of_teacher_forcing_s
   assert out.tolist() == [expected] * 3
 
 
-def test_sampling_is_reproducible_from_its_seed_and_stops_at_eos():
+def test_sampling_is_reproducible_from_its_seed():
   model, params, prompt = _tiny_lm(scale=1.5)
   kwargs = dict(max_new_tokens=16, temperature=1.0, top_k=8, top_p=0.95, vocab_size=20)
   a = np.asarray(generation.generate(model, params, prompt, jax.random.PRNGKey(1), **kwargs))
@@ -93,9 +94,57 @@ def test_sampling_is_reproducible_from_its_seed_and_stops_at_eos():
   c = np.asarray(generation.generate(model, params, prompt, jax.random.PRNGKey(2), **kwargs))
   assert np.array_equal(a, b) and not np.array_equal(a, c)
   assert not np.any(np.isin(a, [BOS_ID])) and a.max() < 20
-  for row in a:
-    if EOS_ID in row.tolist():
-      assert np.all(row[row.tolist().index(EOS_ID) + 1:] == PAD_ID)
+
+
+class _Scripted(nn.Module):
+  """A language model that reads its next-token logits off a script: the n-th call of ``decode`` (the prompt's is
+  the 0-th) answers ``params["script"][n]`` at every position, whatever the tokens; the cache counts the calls."""
+
+  def init_cache(self, batch, length):
+    del batch, length
+    return jnp.zeros((), jnp.int32)
+
+  def decode(self, tokens, cache):
+    logits = self.variables["params"]["script"][cache]  # [B, V]
+    return jnp.broadcast_to(logits[:, None], (*tokens.shape, logits.shape[-1])), cache + 1
+
+
+STOPS = (2, 5, None)  # the step at which each row's EOS is certain (None: EOS never)
+WORDS, AFTER = (5, 9), 7  # the words each row draws from before its EOS, and the one it would continue with
+
+
+def _script(max_new_tokens, vocab=12):
+  """``[max_new_tokens, B, V]`` logits: before a row's stop step WORDS[0] leads WORDS[1] by 1 (greedy takes WORDS[0],
+  sampling draws both), at it EOS alone, after it AFTER alone (the model itself does not stop); EOS is impossible in
+  the row that never stops."""
+  script = np.full((max_new_tokens, len(STOPS), vocab), -1e9, np.float32)
+  for r, stop in enumerate(STOPS):
+    for i in range(max_new_tokens):
+      if stop is None or i < stop:
+        script[i, r, list(WORDS)] = (1.0, 0.0)
+      else:
+        script[i, r, EOS_ID if i == stop else AFTER] = 0.0
+  return jnp.asarray(script)
+
+
+def test_rows_that_reach_eos_at_different_steps_stop_there_and_are_padded_after_it():
+  max_new_tokens = 8
+  prompt = jnp.asarray([[BOS_ID, 5, 6]] * len(STOPS), jnp.int32)
+  params = {"script": _script(max_new_tokens)}
+  greedy = np.asarray(generation.generate(_Scripted(), params, prompt, jax.random.PRNGKey(0),
+                                          max_new_tokens=max_new_tokens, temperature=0.0))
+  expected = [[WORDS[0]] * stop + [EOS_ID] + [PAD_ID] * (max_new_tokens - stop - 1) if stop is not None
+              else [WORDS[0]] * max_new_tokens for stop in STOPS]
+  assert greedy.tolist() == expected
+  sampled = np.asarray(generation.generate(_Scripted(), params, prompt, jax.random.PRNGKey(3),
+                                           max_new_tokens=max_new_tokens, temperature=1.0, top_k=0, top_p=1.0))
+  for row, stop in zip(sampled, STOPS):
+    end = max_new_tokens if stop is None else stop
+    assert set(row[:end].tolist()) <= set(WORDS), (row, stop)
+    if stop is not None:
+      assert row[stop] == EOS_ID and np.all(row[stop + 1:] == PAD_ID), (row, stop)
+  words = sampled[np.isin(sampled, WORDS)]
+  assert set(words.tolist()) == set(WORDS)  # both words drawn: the rows were sampled, not taken greedily
 
 
 def test_beam_search_over_the_lm_scores_its_best_continuation_as_teacher_forcing_does():

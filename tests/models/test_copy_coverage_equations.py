@@ -110,6 +110,14 @@ def test_mixture_is_a_distribution_and_copy_only_reaches_source_tokens():
   assert p[0, :, [0, 1, 2, 5, 6, 7, 8]].max() < 1e-6 and p[1, :, [3, 4]].max() < 1e-6
   p = np.exp(np.asarray(copy_lib.mix_log_probs(logits, jnp.full((2, 3), 0.25), attention, src)))
   np.testing.assert_allclose(p.sum(-1), 1.0, rtol=1e-5)
+  # See et al. eq. 9 at p_gen = 0.25: P(w) = p_gen P_vocab(w) + (1 - p_gen) Σ_{i: w_i = w} a_i, in float64
+  z = np.asarray(logits, np.float64)
+  p_vocab = np.exp(z - z.max(-1, keepdims=True))
+  p_vocab /= p_vocab.sum(-1, keepdims=True)
+  a, ids = np.asarray(attention, np.float64), np.asarray(src)
+  expected = np.array([[[0.25 * p_vocab[b, t, w] + 0.75 * sum(a[b, t, i] for i in range(3) if ids[b, i] == w)
+                         for w in range(9)] for t in range(3)] for b in range(2)])
+  np.testing.assert_allclose(p, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_coverage_loss_sums_the_smaller_of_attention_and_coverage():

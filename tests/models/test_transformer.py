@@ -157,3 +157,52 @@ def test_copy_mixes_the_plain_models_distribution_with_its_head_averaged_cross_a
   got = np.exp(np.asarray(copy_model.apply(variables, src, tgt), np.float64))
   assert (1.0 - p_gen).min() > 0.05  # the copy side carries weight
   np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-4)
+
+
+def cross_attention_from_parameters(layer_params, queries_in, encoded, src_mask):
+  """A decoder layer's encoder-decoder attention weights averaged over its heads, ``[B, T, S]`` in float64, computed
+  from the layer's own parameters: softmax_s((x_t W_q + b_q)·(m_s W_k + b_k) / sqrt(H)) over the real source
+  positions, per head, with ``queries_in [B, T, D]`` the input of that sublayer (post-norm: the self-attention
+  block's output) and ``encoded [B, S, D]`` the encoder's output m."""
+  p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), layer_params["cross_attention"])
+  q = np.einsum("btd,dnh->btnh", np.asarray(queries_in, np.float64), p["query"]["kernel"]) + p["query"]["bias"]
+  k = np.einsum("bsd,dnh->bsnh", np.asarray(encoded, np.float64), p["key"]["kernel"]) + p["key"]["bias"]
+  scores = np.einsum("btnh,bsnh->bnts", q, k) / np.sqrt(q.shape[-1])
+  scores = np.where(np.asarray(src_mask, bool)[:, None, None, :], scores, -np.inf)
+  weights = np.exp(scores - scores.max(-1, keepdims=True))
+  return (weights / weights.sum(-1, keepdims=True)).mean(axis=1)
+
+
+def test_copy_reads_the_last_of_three_decoder_layers_cross_attention_computed_from_its_parameters(rng):
+  """Transformer(copy=True) with three decoder layers, whose cross-attentions differ: the returned attention and the
+  copy distribution are the last layer's, computed here from its query/key parameters, its input and the encoder's
+  output; P(w) = p_gen·softmax(h Eᵀ)(w) + (1 − p_gen)·Σ_{i: src_i = w} ā_i with p_gen = σ(w·h + b) on the final
+  decoder output h (post-norm: the last layer's output) and E the tied target embedding."""
+  import flax.linen as nn  # pylint: disable=g-import-not-at-top
+  layers = 3
+  model = _model(copy=True, dropout_rate=0.0, num_decoder_layers=layers)
+  src, tgt = conformance.random_batch(rng, 2, 6, 5, V, src_lengths=[6, 3], tgt_lengths=[5, 4])
+  variables = conformance.init(model, src, tgt)
+  params = nn.meta.unbox(variables["params"])
+  memory = model.apply(variables, src, method=model.encode)
+  out, state = model.apply(variables, tgt, memory, return_attention=True, method=model.decode,
+                           capture_intermediates=True)
+  captured = state["intermediates"]
+  per_layer = [cross_attention_from_parameters(params[f"decoder_{i}"],
+                                               captured[f"decoder_{i}"]["self_attention_block"]["__call__"][0][0],
+                                               memory["encoded"], memory["src_mask"]) for i in range(layers)]
+  assert min(np.abs(per_layer[-1] - per_layer[i]).max() for i in range(layers - 1)) > 0.05  # the layers differ
+  attention = per_layer[-1]
+  np.testing.assert_allclose(np.asarray(out.attention, np.float64), attention, atol=1e-5)
+  h = np.asarray(captured[f"decoder_{layers - 1}"]["__call__"][0][0], np.float64)  # [B, T, D]
+  gate = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params["pointer"])
+  p_gen = 1.0 / (1.0 + np.exp(-(h @ gate["w_0"][:, 0] + gate["b_ptr"][0])))
+  logits = h @ np.asarray(params["tgt_embed"]["embedding"], np.float64).T
+  p_vocab = np.exp(logits - logits.max(-1, keepdims=True))
+  p_vocab /= p_vocab.sum(-1, keepdims=True)
+  expected = p_gen[..., None] * p_vocab
+  for b in range(2):
+    for i, w in enumerate(np.asarray(src[b])):
+      expected[b, :, w] += (1.0 - p_gen[b]) * attention[b, :, i]
+  assert (1.0 - p_gen).min() > 0.05  # the copy side carries weight
+  np.testing.assert_allclose(np.exp(np.asarray(out.logits, np.float64)), expected, atol=1e-5, rtol=1e-4)

@@ -100,6 +100,25 @@ def test_a_hugging_face_encoder_loads_into_the_reader_exactly_and_fine_tunes(tmp
   assert (tmp_path / "run" / "wordpiece.vocab.txt").read_text() == (tmp_path / "bert" / "vocab.txt").read_text()
 
 
+def test_the_loop_starts_fine_tuning_from_the_imported_encoder_and_a_fresh_head(tmp_path):
+  """What train_and_evaluate itself trains from: one step at learning rate 0 leaves the parameters where the loop
+  started, so its checkpoint holds the Hugging Face encoder exactly, and the span head of a fresh initialisation."""
+  from attnjax.inference import load_workdir  # pylint: disable=g-import-not-at-top
+  checkpoint = write_checkpoint(tmp_path / "bert")
+  config = reader_config(tmp_path, checkpoint, steps=1)
+  config.train.learning_rate = 0.0
+  assert train_and_evaluate(config, str(tmp_path / "run"))["step"] == 1
+  saved = jax.device_get(load_workdir(str(tmp_path / "run"), checkpoint="1").params)
+  expected = bert.params_from_tensors(load_file(os.path.join(checkpoint, "model.safetensors")), bert.read_config(
+      checkpoint))
+  expected.pop("pooler")
+  assert jax.tree_util.tree_structure(saved["bert"]) == jax.tree_util.tree_structure(expected)
+  jax.tree_util.tree_map(np.testing.assert_array_equal, saved["bert"], expected)
+  fresh = jax.device_get(Experiment(config, str(tmp_path / "fresh")).state.params)
+  assert set(saved) == set(fresh) == {"bert", "qa_outputs"}
+  jax.tree_util.tree_map(np.testing.assert_array_equal, saved["qa_outputs"], fresh["qa_outputs"])
+
+
 def test_an_encoder_that_does_not_fit_the_reader_is_refused_naming_the_parameter(tmp_path):
   checkpoint = write_checkpoint(tmp_path / "wide", hidden_size=32, num_attention_heads=4)
   config = reader_config(tmp_path, checkpoint, steps=1)

@@ -83,6 +83,23 @@ def test_the_loss_is_the_cross_entropy_at_the_masked_positions_only():
                                                                                                              rel=1e-5)
 
 
+def _masked_lm_scores(workdir, step, batches):
+  """(loss, accuracy) of checkpoint ``step`` over the masked positions of ``batches``: the model's logits at every
+  position, then log-softmax and argmax at each weighted prediction, in float64."""
+  from attnjax import inference  # pylint: disable=g-import-not-at-top
+  loaded = inference.load_workdir(str(workdir), checkpoint=str(step))
+  nll, correct, count = 0.0, 0, 0
+  for b in batches:
+    logits = np.asarray(loaded.model.apply({"params": loaded.params}, b["input_ids"], b["segment_ids"],
+                                           b["positions"]), np.float64)
+    for r, j in zip(*np.nonzero(b["mlm_weights"])):
+      row, target = logits[r, b["mlm_positions"][r, j]], b["mlm_ids"][r, j]
+      nll -= row[target] - row.max() - np.log(np.exp(row - row.max()).sum())
+      correct += int(np.argmax(row) == target)
+      count += 1
+  return nll / count, correct / count
+
+
 def test_a_tiny_bert_pre_trains_through_the_train_step_and_beats_the_frequency_baseline(tmp_path):
   from attnjax.training.loop import train_and_evaluate  # pylint: disable=g-import-not-at-top
   config = mlm_fixture.tiny_mlm_config(tmp_path / "data")
@@ -97,13 +114,23 @@ def test_a_tiny_bert_pre_trains_through_the_train_step_and_beats_the_frequency_b
   baseline = np.bincount(targets).max() / len(targets)
   assert result["mlm_accuracy"] > baseline + 0.1, (result, baseline)
   assert result["mlm_loss"] < math.log(task.vocab.size) - 1.0
+  # the last evaluation's values are step 60's over those masked positions; the best checkpoint is the more accurate
+  validation = {step: _masked_lm_scores(tmp_path / "run", step, batches) for step in (30, 60)}
+  assert result["mlm_loss"] == pytest.approx(validation[60][0], rel=1e-5)
+  assert result["mlm_accuracy"] == pytest.approx(validation[60][1], abs=1e-9)
+  assert validation[30][1] != validation[60][1]
+  best = max(validation, key=lambda step: validation[step][1])
   # attnjax.evaluate scores every row of the test split from the best checkpoint, masked as the batcher masks it
   from attnjax.scoring import evaluate_checkpoint  # pylint: disable=g-import-not-at-top
   scored = evaluate_checkpoint(str(tmp_path / "run"), split="test")
   test_batches = list(task.batcher("test", shuffle=False, seed=0, batch_size=8).iterate_epoch(0))
   assert scored["examples"] == len(task.rows("test")[0]) and scored["mlm_predictions"] == sum(
       float(b["mlm_weights"].sum()) for b in test_batches)
-  assert 0.0 < scored["mlm_accuracy"] <= 1.0 and (tmp_path / "run" / "metrics.test.json").exists()
+  # its values are the best checkpoint's over the test split's masked positions
+  loss, accuracy = _masked_lm_scores(tmp_path / "run", best, test_batches)
+  assert scored["step"] == best and scored["mlm_loss"] == pytest.approx(loss, rel=1e-5)
+  assert scored["mlm_accuracy"] == pytest.approx(accuracy, abs=1e-9)
+  assert (tmp_path / "run" / "metrics.test.json").exists()
   # a reader can start from this run's encoder: the parameters of its best checkpoint's "bert"
   from attnjax.training import warm_start  # pylint: disable=g-import-not-at-top
   encoder = warm_start.encoder_params(str(tmp_path / "run"))

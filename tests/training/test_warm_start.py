@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from attnjax import config as config_lib
-from attnjax.training import warm_start
+from attnjax.training import loop, warm_start
 from attnjax.training.loop import train_and_evaluate
 
 
@@ -29,13 +29,16 @@ def _params(workdir, step):
   return jax.device_get(load_workdir(str(workdir), checkpoint=str(step)).params)
 
 
-def test_a_coverage_phase_starts_from_the_copy_models_checkpoint_and_continues_its_step_and_clock(tmp_path):
+def test_a_coverage_phase_starts_from_the_copy_models_checkpoint_and_continues_its_step_and_clock(tmp_path,
+                                                                                                  monkeypatch):
   first, second = tmp_path / "pointer_generator", tmp_path / "coverage"
   train_and_evaluate(_config(copy=True), str(first))
   config = _config(copy=True, coverage=True)
   config.train.steps, config.train.init_from = 6, "../pointer_generator"  # relative to the new workdir
   config.train.learning_rate = 0.0  # the parameters stay what the warm start made them
-  result = train_and_evaluate(config, str(second))
+  now = [0.0]  # the second run's clock: one second per optimizer step, nothing else
+  monkeypatch.setattr(loop, "_clock", lambda: now[0])
+  result = train_and_evaluate(config, str(second), on_step=lambda step: now.__setitem__(0, now[0] + 1.0))
   assert result["step"] == 6
   assert (second / "vocab.json").read_text() == (first / "vocab.json").read_text()
   # at the warm start: every shared parameter is the checkpoint's; w_coverage is new
@@ -45,10 +48,11 @@ def test_a_coverage_phase_starts_from_the_copy_models_checkpoint_and_continues_i
   shared = jax.tree_util.tree_map(lambda x: x, {k: v for k, v in after.items()})
   shared["decoder"] = {k: v for k, v in after["decoder"].items() if k != "w_coverage"}
   jax.tree_util.tree_map(np.testing.assert_array_equal, shared, before)
-  # one phase: the second run's clock starts where the first's stopped
+  # one phase: the second run's clock starts where the first's stopped, and adds its own two steps' seconds
   meta = json.loads((second / "checkpoints" / "6" / "meta" / "metadata").read_text())
   first_meta = json.loads((first / "checkpoints" / "4" / "meta" / "metadata").read_text())
-  assert meta["train_seconds"] > first_meta["train_seconds"]
+  assert first_meta["train_seconds"] > 0
+  assert meta["train_seconds"] == first_meta["train_seconds"] + 2.0
 
 
 def test_a_warm_start_that_would_begin_with_its_time_used_up_is_refused_naming_the_fix(tmp_path):
