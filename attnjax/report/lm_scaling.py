@@ -135,6 +135,16 @@ def _joint_log_loss(theta, log_n, log_d):
   return alpha_d * np.logaddexp(alpha_n / alpha_d * (log_nc - log_n), log_dc - log_d)
 
 
+def _joint_jacobian(theta, log_n, log_d):
+  """∂ log L / ∂θ of :func:`_joint_log_loss`, [points, 4]: with a = (α_N/α_D)(log N_c − log N), b = log D_c − log D
+  and w = σ(a − b), the derivatives by α_N, α_D, log N_c and log D_c are w (log N_c − log N), logaddexp(a, b) − w a,
+  w α_N and α_D (1 − w)."""
+  alpha_n, alpha_d, log_nc, log_dc = theta
+  a, b = alpha_n / alpha_d * (log_nc - log_n), log_dc - log_d
+  w = 0.5 * (1.0 + np.tanh(0.5 * (a - b)))  # σ(a − b) without overflow
+  return np.stack([w * (log_nc - log_n), np.logaddexp(a, b) - w * a, w * alpha_n, alpha_d * (1.0 - w)], axis=-1)
+
+
 def _joint_least_squares(log_n, log_d, log_loss, starts):
   """The least-squares result (scipy's) of eq. (1.5) in log L from the best of ``starts``; None if none converged."""
   from scipy import optimize  # pylint: disable=g-import-not-at-top
@@ -142,6 +152,7 @@ def _joint_least_squares(log_n, log_d, log_loss, starts):
   for start in starts:
     try:
       result = optimize.least_squares(lambda t: _joint_log_loss(t, log_n, log_d) - log_loss, start,
+                                      jac=lambda t: _joint_jacobian(t, log_n, log_d),
                                       bounds=([1e-3, 1e-3, -50.0, -50.0], [3.0, 3.0, 120.0, 120.0]))
     except ValueError:
       continue

@@ -1,10 +1,13 @@
 """Hugging Face BERT checkpoints: a tiny BERT written by the test runs here as a NumPy transcription of BERT's forward
-pass says (and, where ``transformers`` is installed, as ``BertModel`` computes it); export gives back the same files;
-a bad checkpoint is refused before any compute, naming the file and the tensor. Nothing is downloaded."""
+pass says (and, where ``transformers`` is installed, as ``BertModel`` computes it); a tiny checkpoint that
+``transformers`` wrote runs here as the library ran it, for each activation the import accepts (``bert_reference/``,
+written by ``tools/bert_reference.py``); export gives back the same files; a bad checkpoint is refused before any
+compute, naming the file and the tensor. Nothing is downloaded."""
 
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -17,6 +20,7 @@ from attnjax.models.bert import mean_pool
 from attnjax.transfer import bert, sentence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bert_reference")  # tools/bert_reference.py
 WORDS = ["the", "a", "man", "woman", "is", "playing", "guitar", "piano", "dog", "runs", "cat", "sleeps", "on", "grass",
          "##s", "##ing", "play", "run", "."]
 # layer_norm_eps: BERT uses 1e-12; a large one here makes a LayerNorm that ignores it visible at 1e-5.
@@ -208,6 +212,94 @@ def test_every_layer_equals_hugging_faces_bert_model(tmp_path):
   for layer, (a, b) in enumerate(zip(ours["hidden_states"], theirs.hidden_states)):
     np.testing.assert_allclose(np.asarray(a), b.numpy(), atol=1e-5, rtol=1e-5, err_msg=f"hidden state {layer}")
   np.testing.assert_allclose(np.asarray(ours["pooler_output"]), theirs.pooler_output.numpy(), atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------ against transformers' own numbers
+
+# config.json's hidden_act -> attnjax's activation: Hugging Face's "gelu" is the exact x Φ(x) (erf); "gelu_new" and
+# "gelu_pytorch_tanh" are both GELU's tanh approximation
+HF_ACTIVATIONS = [("gelu", "gelu"), ("gelu_new", "gelu_tanh"), ("gelu_pytorch_tanh", "gelu_tanh"), ("relu", "relu")]
+
+
+def _reference_checkpoint(tmp_path, act):
+  """The committed checkpoint with config.json's hidden_act set to ``act``: the checkpoint transformers loaded to
+  compute ``reference.npz``'s ``<act>/`` outputs (same weights, that activation)."""
+  directory = tmp_path / act
+  shutil.copytree(REFERENCE, directory)
+  config = json.loads((directory / "config.json").read_text())
+  (directory / "config.json").write_text(json.dumps({**config, "hidden_act": act}))
+  return directory
+
+
+def _reference():
+  """``reference.npz``'s arrays and ``reference.json`` (the texts of the batch, the library's versions)."""
+  with np.load(os.path.join(REFERENCE, "reference.npz")) as arrays, open(os.path.join(REFERENCE, "reference.json"),
+                                                                          encoding="utf-8") as f:
+    return dict(arrays), json.load(f)
+
+
+def test_the_reference_covers_every_accepted_activation_and_tells_the_two_gelus_apart():
+  arrays, written = _reference()
+  assert sorted(written["activations"]) == sorted(act for act, _ in HF_ACTIVATIONS) == sorted(bert._ACTIVATIONS)
+  assert (arrays["attention_mask"] == 0).any() and (arrays["token_type_ids"] == 1).any()  # padding, two segments
+  last = {act: arrays[f"{act}/hidden_states"][-1] for act, _ in HF_ACTIVATIONS}
+  # the tanh approximation moves the outputs ~100x the tolerance the import is held to: a swap cannot pass
+  for act in ("gelu_new", "gelu_pytorch_tanh"):
+    assert np.abs(last[act] - last["gelu"]).max() > 1e-4
+  np.testing.assert_allclose(last["gelu_new"], last["gelu_pytorch_tanh"], atol=1e-5)  # one formula, two names
+
+
+@pytest.mark.parametrize("act, ours", HF_ACTIVATIONS)
+def test_a_checkpoint_transformers_wrote_imports_to_the_hidden_states_and_pooler_it_computed(tmp_path, act, ours):
+  """``bert_reference/``: a random ``BertModel`` that transformers saved, and its every hidden state and pooler output
+  on a padded batch of sentence pairs that its ``BertTokenizer`` encoded from ``vocab.txt``, with each activation."""
+  arrays, written = _reference()
+  module, params, tokenizer = bert.import_bert(_reference_checkpoint(tmp_path, act), implementation="xla")
+  batch = [arrays[key] for key in ("input_ids", "attention_mask", "token_type_ids")]
+  encoded = bert.encode_texts(tokenizer, written["texts"], 32, written["pairs"])
+  for name, mine, theirs in zip(("input_ids", "attention_mask", "token_type_ids"), encoded, batch):
+    np.testing.assert_array_equal(mine, theirs, err_msg=f"the tokenizer's {name}")
+  out = module.apply({"params": params}, *batch, return_hidden_states=True)
+  hidden = arrays[f"{act}/hidden_states"]
+  assert len(out["hidden_states"]) == len(hidden) == 3
+  for layer, (a, b) in enumerate(zip(out["hidden_states"], hidden)):
+    np.testing.assert_allclose(np.asarray(a), b, atol=1e-5, rtol=1e-5, err_msg=f"{act}: hidden state {layer}")
+  np.testing.assert_allclose(np.asarray(out["last_hidden_state"]), hidden[-1], atol=1e-5, rtol=1e-5)
+  np.testing.assert_allclose(np.asarray(out["pooler_output"]), arrays[f"{act}/pooler_output"], atol=1e-5, rtol=1e-5,
+                             err_msg=f"{act}: pooler output")
+  assert (module.d_model, module.num_layers, module.num_heads, module.d_ff, module.layer_norm_epsilon,
+          module.activation) == (32, 2, 4, 64, 1e-3, ours)
+
+
+@pytest.mark.parametrize("act", ["gelu_fast", "quick_gelu", "silu", "gelu_10"])
+def test_an_activation_the_import_does_not_run_exactly_is_refused_in_one_line_naming_hidden_act(tmp_path, act):
+  """Names transformers accepts but attnjax has no exact form of: refused, not run as the nearest GELU."""
+  directory = _reference_checkpoint(tmp_path, act)
+  with pytest.raises(bert.CheckpointError) as error:
+    bert.import_bert(directory)
+  message = str(error.value)
+  assert "\n" not in message
+  assert message == (f"{directory / 'config.json'}: hidden_act {act!r} is not one of "
+                     "['gelu', 'gelu_new', 'gelu_pytorch_tanh', 'relu']")
+
+
+@pytest.mark.parametrize("act", [act for act, _ in HF_ACTIVATIONS])
+def test_the_committed_reference_is_what_the_installed_transformers_computes(act):
+  """Where transformers is installed, it computes ``reference.npz`` again from the committed files (when a new
+  version does not, ``tools/bert_reference.py`` writes them anew)."""
+  transformers = pytest.importorskip("transformers")
+  torch = pytest.importorskip("torch")
+  arrays, written = _reference()
+  tokenizer = transformers.BertTokenizer.from_pretrained(REFERENCE, do_lower_case=True)
+  batch = tokenizer(written["texts"], written["pairs"], padding=True, return_tensors="pt")
+  for key in ("input_ids", "attention_mask", "token_type_ids"):
+    np.testing.assert_array_equal(batch[key].numpy(), arrays[key], err_msg=key)
+  model = transformers.BertModel.from_pretrained(REFERENCE, hidden_act=act, attn_implementation="eager").eval()
+  with torch.no_grad():
+    theirs = model(**batch, output_hidden_states=True)
+  np.testing.assert_allclose(torch.stack(theirs.hidden_states).numpy(), arrays[f"{act}/hidden_states"], atol=1e-6,
+                             rtol=1e-6)
+  np.testing.assert_allclose(theirs.pooler_output.numpy(), arrays[f"{act}/pooler_output"], atol=1e-6, rtol=1e-6)
 
 
 # ------------------------------------------------------------------------------ sentence embeddings and STS
