@@ -118,6 +118,7 @@ def base_config() -> ml_collections.ConfigDict:
       # its vocabulary, parameters (this model's extra ones initialised), step, data position and training clock
       init_from=config_dict.placeholder(str),
       init_at_minutes=config_dict.placeholder(float),
+      init_at_step=config_dict.placeholder(int),  # instead: the checkpoint of exactly this step
       # fine-tuning: a pre-trained BERT encoder (a Hugging Face checkpoint directory, or an attnjax workdir of a
       # masked-LM run) loaded into model.encoder='bert' at the first start; the head and the optimiser start fresh
       init_encoder_from=config_dict.placeholder(str),  # its newest checkpoint trained at most this long; None: latest

@@ -393,7 +393,8 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
   spent = bool(start) and bool(exp.meta.get(TIME_UP_KEY))
   if not start and init_from:  # a first start: from the other run's checkpoint (its step and clock continue)
     where(f"warm-starting from {init_from}")
-    start, exp.meta = warm_start.warm_start(exp, init_from, config.train.get("init_at_minutes"))
+    start, exp.meta = warm_start.warm_start(exp, init_from, config.train.get("init_at_minutes"),
+                                            config.train.get("init_at_step"))
     clock = float(exp.meta.get("train_seconds", 0.0))
     if t.time_limit_minutes and clock >= 60 * t.time_limit_minutes:
       raise ValueError(f"train.init_from={init_from}: its checkpoint of step {start} was trained {clock / 60:.1f} "

@@ -16,7 +16,8 @@ step "interfered with the main objective". A run with ``train.init_from=<workdir
 
 The other run's checkpoints are opened read-only: nothing there is created, cleaned up or deleted.
 
-The checkpoint is the newest one whose training clock is at most ``train.init_at_minutes`` (the latest without it).
+The checkpoint is the newest one whose training clock is at most ``train.init_at_minutes`` (the latest without it), or
+the one of step ``train.init_at_step`` where that is set.
 A relative ``init_from`` is resolved against the run's own workdir, so that an experiment file can name a sibling
 in the launcher's layout (``../../../lstm_pointer_generator/single/default``).
 """
@@ -61,11 +62,18 @@ def copy_vocabulary(source: str, workdir: str) -> list[str]:
   return copied
 
 
-def choose_step(checkpointer: Checkpointer, at_minutes: float | None) -> tuple[int, dict]:
-  """(step, meta) of the newest checkpoint whose training clock is at most ``at_minutes`` (the latest if None)."""
+def choose_step(checkpointer: Checkpointer, at_minutes: float | None, at_step: int | None = None) -> tuple[int, dict]:
+  """(step, meta) of the newest checkpoint whose training clock is at most ``at_minutes`` (the latest if None), or,
+  with ``at_step``, the checkpoint of exactly that step (a replay of a budgeted lineage names the step its budget
+  chose, whatever this machine's clock says)."""
   steps = checkpointer.steps()
   if not steps:
     raise FileNotFoundError(f"train.init_from: no checkpoint in {checkpointer.directory}")
+  if at_step is not None:
+    if at_step not in steps:
+      raise ValueError(f"train.init_at_step={at_step}: no checkpoint of that step in {checkpointer.directory} (it "
+                       f"has {', '.join(map(str, steps))})")
+    return at_step, checkpointer.restore_bookkeeping(at_step)[1]
   clocks = []
   for step in reversed(steps):
     _, meta = checkpointer.restore_bookkeeping(step)
@@ -108,7 +116,7 @@ def merge_state_tree(own, source):
   return jax.tree_util.tree_map_with_path(pick, own)
 
 
-def warm_start(exp, source: str, at_minutes: float | None) -> tuple[int, dict]:
+def warm_start(exp, source: str, at_minutes: float | None, at_step: int | None = None) -> tuple[int, dict]:
   """Puts the parameters, step and data position of ``source``'s chosen checkpoint into ``exp`` (an
   :class:`attnjax.training.loop.Experiment` without a checkpoint of its own); returns (step, meta)."""
   from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
@@ -121,7 +129,7 @@ def warm_start(exp, source: str, at_minutes: float | None) -> tuple[int, dict]:
   checkpointer = Checkpointer(fs.join(source, "checkpoints"), keep=t.keep_checkpoints, best_metric=t.best_metric,
                               best_mode=t.best_mode, async_save=False, read_only=True)
   try:
-    step, meta = choose_step(checkpointer, at_minutes)
+    step, meta = choose_step(checkpointer, at_minutes, at_step)
     # the other run's whole train state (its optimiser is this run's: the same train section's optimiser keys)
     abstract, sharding = state_shardings(source_model, exp.tx, exp.mesh, exp.rules,
                                          jax.random.PRNGKey(source_config.seed))

@@ -91,6 +91,11 @@ def test_choose_step_takes_the_newest_checkpoint_within_the_minutes(tmp_path):
   assert warm_start.choose_step(Fake(), None)[0] == 300
   with pytest.raises(ValueError, match="init_at_minutes=5.0: every checkpoint in ckpt was trained longer"):
     warm_start.choose_step(Fake(), 5.0)
+  # a step named exactly wins over the clock; a step without a checkpoint is refused, naming the steps there
+  assert warm_start.choose_step(Fake(), 25.0, 300) == (300, {"train_seconds": 1800.0})
+  assert warm_start.choose_step(Fake(), None, 100)[0] == 100
+  with pytest.raises(ValueError, match=r"init_at_step=250: no checkpoint of that step in ckpt \(it has 100, 200, 300\)"):
+    warm_start.choose_step(Fake(), None, 250)
 
 
 def test_the_optimiser_state_of_shared_parameters_and_the_update_count_carry_over():
