@@ -4,6 +4,7 @@ pass says (and, where ``transformers`` is installed, as ``BertModel`` computes i
 written by ``tools/bert_reference.py``); export gives back the same files; a bad checkpoint is refused before any
 compute, naming the file and the tensor. Nothing is downloaded."""
 
+import hashlib
 import json
 import math
 import os
@@ -355,6 +356,9 @@ def test_the_sts_command_scores_every_pair_with_the_spearman_of_cosines(tmp_path
   cosine = np.sum(a * b, axis=1)
   spearman = np.corrcoef(_ranks(cosine), _ranks(np.round(gold, 1)))[0, 1]
   assert scores["pairs"] == 12 and scores["cosine_spearman"] == pytest.approx(spearman, abs=1e-6)
+  # the record names the bytes it scored
+  assert scores["data_sha256"] == hashlib.sha256((tmp_path / "sts.csv").read_bytes()).hexdigest()
+  assert scores["model_sha256"] == hashlib.sha256(open(os.path.join(directory, "model.safetensors"), "rb").read()).hexdigest()
   assert f"12 pairs, cosine Spearman {spearman:.5f}" in proc.stdout
 
 

@@ -1,0 +1,238 @@
+"""The docs' numbers against the records that produce them.
+
+Every committed study page is regenerated from its committed records (``results/``, or an earlier report's
+``results.json`` where the runs' workdirs are gone) into a temporary directory, from another directory than the
+repository's, and must equal the committed page section for section; and every number of the README's results table
+is computed here from a record and must be the one printed there. A section that reads the data sets (scores by
+source or article length) is compared only where ``../shared/data`` is at hand.
+"""
+
+import json
+import pathlib
+import re
+
+import pytest
+
+from attnjax import report
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+
+# page directory -> the records it is generated from (as the docs' command names them, from the repository root)
+PAGES = {
+    "docs/study": "docs/study/results.json",
+    "docs/transfer_study": "results/transfer",
+    "docs/scaling_study": "results/scaling",
+    "docs/summarization": "results/summarization",
+}
+# sections whose rows are recomputed from the data sets, not read from the records
+DATA_SECTIONS = re.compile(r"by (source|article) length")
+
+pytestmark = pytest.mark.xdist_group("tests/test_docs_records.py")
+
+
+def sections(markdown: str) -> dict[str, str]:
+  """``{heading: text}`` of a report page, split at its headings (the text before the first under "")."""
+  out, heading, lines = {}, "", []
+  for line in markdown.splitlines():
+    if line.startswith("#"):
+      out[heading] = "\n".join(lines).strip()
+      heading, lines = line.strip(), []
+    else:
+      lines.append(line)
+  out[heading] = "\n".join(lines).strip()
+  return out
+
+
+def regenerate(page: str, out: pathlib.Path) -> str:
+  """The page's results.md as the report writes it from its records now, with the records named as the committed
+  page names them (relative to the repository root) although the report ran elsewhere."""
+  records = ROOT / PAGES[page]
+  if not records.exists():
+    pytest.fail(f"{PAGES[page]}: the records of {page} are not in the repository")
+  markdown = report.write_report([str(records)], str(out))
+  return markdown.replace(f"{ROOT}/", "")
+
+
+def recorded(page: str) -> bool:
+  return page != "docs/summarization" or (ROOT / PAGES[page]).exists()  # `make summarization-replays` records it
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+  """page -> regenerated markdown, each report run once with the current directory outside the repository (the
+  output must not depend on it)."""
+  from attnjax.report import plots  # pylint: disable=g-import-not-at-top
+  with pytest.MonkeyPatch.context() as patch:
+    # the figures are drawn but not rendered: the pages' numbers are what is compared, and rendering is most of the time
+    patch.setattr(plots, "_write_png", lambda figure, path: pathlib.Path(path).write_bytes(b""))
+    patch.chdir(tmp_path_factory.mktemp("elsewhere"))
+    return {page: regenerate(page, tmp_path_factory.mktemp(page.replace("/", "_"))) for page in PAGES
+            if recorded(page)}
+
+
+def compare_pages(committed: str, regenerated: str, data_at_hand: bool) -> list[str]:
+  """What differs between a committed page and its regeneration, one line per section (empty: the same)."""
+  ours, theirs = sections(committed), sections(regenerated)
+  problems = []
+  for heading, text in ours.items():
+    if heading not in theirs:
+      if DATA_SECTIONS.search(heading) and not data_at_hand:
+        continue
+      problems.append(f"section {heading!r}: on the committed page, not in the regenerated one")
+    elif theirs[heading] != text:
+      mine = text.splitlines()
+      new = theirs[heading].splitlines()
+      first = next((i for i, (a, b) in enumerate(zip(mine, new)) if a != b), min(len(mine), len(new)))
+      problems.append(f"section {heading!r}, line {first + 1}: committed {mine[first] if first < len(mine) else None!r}"
+                      f", regenerated {new[first] if first < len(new) else None!r}")
+  problems += [f"section {heading!r}: regenerated, not on the committed page" for heading in theirs
+               if heading not in ours]
+  return problems
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_a_committed_study_page_is_what_its_records_regenerate(page, generated):
+  if page not in generated:
+    pytest.skip(f"{PAGES[page]} not recorded yet")
+  committed = (ROOT / page / "results.md").read_text()
+  problems = compare_pages(committed, generated[page], DATA.is_dir())
+  assert not problems, f"{page}/results.md differs from `python -m attnjax.report --runs={PAGES[page]} " \
+                       f"--out={page}`:\n" + "\n".join(problems)
+
+
+def test_the_comparison_sees_a_changed_digit_a_missing_and_an_added_section():
+  page = "# Results\n\n3 runs from `x`.\n\n## A\n\n| m | 30.50 |\n\n## B by source length\n\n| 1 |\n"
+  assert compare_pages(page, page, True) == []
+  assert compare_pages(page, page.replace("30.50", "30.51"), True) == [
+      "section '## A', line 1: committed '| m | 30.50 |', regenerated '| m | 30.51 |'"]
+  without = page.split("## B")[0]
+  assert compare_pages(page, without, False) == []  # the data are not here: that section cannot be regenerated
+  assert compare_pages(page, without, True) == [
+      "section '## B by source length': on the committed page, not in the regenerated one"]
+  assert compare_pages(without, page, True) == ["section '## B by source length': regenerated, not on the committed page"]
+
+
+# --------------------------------------------------------------------------------------------- the README's table
+
+
+def readme_rows() -> list[list[str]]:
+  """The cells of the README's results table, a list per row (the task cell carried down where it is empty)."""
+  text = (ROOT / "README.md").read_text()
+  table = text.split("## Results at CPU scale", 1)[1]
+  rows, task = [], ""
+  for line in table.splitlines():
+    if not line.startswith("| ") or line.startswith("| task") or line.startswith("|---"):
+      if rows and not line.startswith("|"):
+        break
+      continue
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    task = cells[0] or task
+    rows.append([task] + cells[1:])
+  return rows
+
+
+def _records(source: str) -> list[dict]:
+  """The run records of a report's results.json (a page's archive) or of a directory of records (read here)."""
+  path = ROOT / source
+  if path.suffix == ".json":
+    return json.loads(path.read_text())["runs"]
+  return report.collect([str(path)])
+
+
+def _one(records, **fields) -> dict:
+  found = [r for r in records if all(r.get(k) == v for k, v in fields.items())]
+  assert len(found) == 1, f"{len(found)} records with {fields}"
+  return found[0]
+
+
+def _steps(n: int) -> str:
+  return f"{n:,}"
+
+
+def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
+  """The README's rows as the records give them: (the task cell's first word, model cell) -> (score, budget)."""
+  study = _records("docs/study/results.json")
+  transfer = _records("results/transfer")
+  scaling = _records("results/scaling")
+  summarization = _records("results/summarization" if (ROOT / "results/summarization").exists()
+                           else "docs/summarization/results.json")
+  sts = json.loads((ROOT / "results/sts/all-MiniLM-L6-v2.sts-test.json").read_text())
+  rows = {}
+
+  def row(task, model, score, budget):
+    rows[(task, model)] = (score, budget)
+
+  def bleu(run):
+    return f"{_one(study, run=run)['scores']['bleu']:.2f}"
+
+  row("Multi30k", "LSTM seq2seq, no attention", bleu("multi30k/lstm_seq2seq/single/default") + " BLEU", "30 min")
+  row("Multi30k", "LSTM + Bahdanau attention", bleu("multi30k/lstm_bahdanau/single/default") + " BLEU", "30 min")
+  row("Multi30k", "ConvS2S", bleu("multi30k/convs2s/single/default") + " BLEU", "30 min")
+  # the default recipe's run: the warm-up sweep's 400-step point became the default
+  row("Multi30k", "Transformer, 3 + 3 layers of 256", bleu("multi30k/transformer/warmup/warmup400") + " BLEU",
+      "30 min")
+  row("Multi30k", "Transformer, dropout 0.1, batches of 2,048 tokens (two seeds)",
+      f"{bleu('multi30k/transformer/batch60/tokens2048')} / {bleu('multi30k/transformer/batch60/tokens2048/seed1')} "
+      "BLEU", "60 min")
+  row("manythings", "LSTM + Bahdanau / Transformer", f"{bleu('manythings_en_fr/lstm_bahdanau/single/default')} / "
+      f"{bleu('manythings_en_fr/transformer/single/default')} BLEU", "30 min")
+
+  def summ(label):
+    return _one(summarization, label=label)
+
+  def rouge(label):
+    s = summ(label)["scores"]
+    return f"{s['rouge1']:.2f} / {s['rouge2']:.2f} / {s['rougeL']:.2f}"
+
+  def repeated(label):
+    return summ(label)["metrics"]["repeated_trigrams"]
+
+  pg, full = "LSTM + Bahdanau + pointer-generator", "LSTM + Bahdanau + pointer-generator + coverage"
+  seq2seq, bahdanau, coverage = summ("LSTM seq2seq"), summ("LSTM + Bahdanau"), summ(full)
+  # where the coverage phase started: its config names the step (a replay); the budgeted run's config names its clock
+  # rule instead (85 minutes), which chose the pointer-generator's step 2,400 (the run's log)
+  start = coverage["config"]["train"].get("init_at_step") or 2400
+  row("CNN/DailyMail", "LSTM seq2seq, no attention", rouge("LSTM seq2seq"), "90 min")
+  row("CNN/DailyMail", f"LSTM + Bahdanau attention ({_steps(bahdanau['trained_step'])} steps: its step costs "
+      f"{seq2seq['trained_step'] / bahdanau['trained_step']:.1f}× seq2seq's)", rouge("LSTM + Bahdanau"), "90 min")
+  row("CNN/DailyMail", "+ pointer-generator (See et al. 2017)", rouge(pg), "90 min")
+  row("CNN/DailyMail", f"+ coverage (its last {coverage['trained_step'] - start} steps, from the pointer-generator's "
+      f"step {_steps(start)}; {repeated(full):.1f}% repeated trigrams, from {repeated(pg):.1f}%)", rouge(full),
+      "90 min")
+  row("CNN/DailyMail", f"Transformer, 3 + 3 layers of 256 ({_steps(summ('Transformer')['step'])} steps; "
+      f"{repeated('Transformer'):.0f}% repeated trigrams)", rouge("Transformer"), "90 min")
+  row("CNN/DailyMail", f"+ copy attention (Gehrmann et al. 2018; {_steps(summ('Transformer + copy')['trained_step'])} "
+      f"steps, no coverage: {repeated('Transformer + copy'):.0f}% repeated trigrams)", rouge("Transformer + copy"),
+      "90 min")
+  row("CNN/DailyMail", "Lead-3 (the first three sentences)", rouge("Lead-3"), "—")
+
+  def squad(run):
+    s = _one(transfer, run=run)["scores"]
+    return f"{s['exact_match']:.2f} / {s['f1']:.2f}"
+
+  mlm = _one(transfer, run="wikipedia/bert_mlm/single/default")
+  mlm_tokens = mlm["step"] * mlm["config"]["data"]["batch_size"] * mlm["config"]["data"]["seq_len"]
+  row("SQuAD", "BiDAF-style BiLSTM reader", squad("squad_transfer/bilstm/single/default"), "60 min")
+  row("SQuAD", "MiniLM-sized BERT reader, from scratch", squad("squad_transfer/bert_scratch/single/default"), "60 min")
+  row("SQuAD", f"the same, from this project's masked LM ({mlm['train_seconds'] / 3600:.0f} h on Wikipedia, "
+      f"{mlm_tokens / 1e6:.1f}M tokens)", squad("squad_transfer/bert_from_mlm/single/default"), "60 min")
+  row("SQuAD", "the same, from `all-MiniLM-L6-v2`", squad("squad_transfer/bert_from_minilm/single/default"), "60 min")
+
+  lm = _one(scaling, run="wikipedia/lm/size/l4d192")
+  from attnjax.report.scaling import non_embedding_params  # pylint: disable=g-import-not-at-top
+  row("Wikipedia", f"decoder-only LM, 4 × 192 ({non_embedding_params(lm['config']) / 1e6:.1f}M non-embedding params)",
+      f"{lm['scores']['bits_per_byte']:.2f} / {lm['scores']['lm_loss']:.2f}", f"{lm['train_seconds'] / 60:.0f} min")
+  # MTEB's number is the published one this run is checked against
+  row("STS", "`all-MiniLM-L6-v2` imported from its safetensors", f"{sts['cosine_spearman']:.5f} (MTEB: 0.82032)", "—")
+  return rows
+
+
+def test_every_number_of_the_readme_results_table_comes_from_a_record():
+  expected = expected_rows()
+  printed = {(re.match(r"[\w/]+", task).group(), model): (score, budget)
+             for task, model, score, budget in readme_rows()}
+  for key, cells in printed.items():
+    assert key in expected, f"README row {key}: no record gives it"
+    assert cells == expected[key], f"README row {key}: the records give {expected[key]}"
+  assert set(printed) == set(expected), f"rows the records give that the README lacks: {set(expected) - set(printed)}"
