@@ -487,6 +487,20 @@ def test_an_earlier_reports_results_json_is_reported_again_and_a_workdir_superse
     report.collect([str(tmp_path / "gone.json")])
 
 
+def test_an_archive_of_one_root_per_experiment_keeps_every_run_whose_paths_repeat(tmp_path):
+  """A report over one launch root per experiment names each run ``single/default``: reported again from its
+  results.json, every run stays, under the launcher's layout (``<experiment>/single/default``)."""
+  config = _config("wmt14_en_de", TRANSFORMER_BASE)
+  roots = []
+  for name, bleu in (("wmt14_en_de/transformer", 21.5), ("wmt14_en_de/convs2s", 19.25)):
+    roots.append(tmp_path / name)
+    _run(roots[-1] / "single" / "default", launch=_launch(name), config=config, metrics={"step": 30, "bleu": bleu})
+  report.write_report([str(r) for r in roots], str(tmp_path / "first"))
+  collected = report.collect([str(tmp_path / "first" / "results.json")])
+  assert {r["run"]: r["scores"]["bleu"] for r in collected} == {
+      "wmt14_en_de/transformer/single/default": 21.5, "wmt14_en_de/convs2s/single/default": 19.25}
+
+
 def test_an_exact_replay_keeps_the_budgeted_runs_throughput_and_adds_its_new_scores(tmp_path):
   # three archived runs, trained again: "same" reproduces BLEU and chrF on test and test2017 to the digit (and adds
   # METEOR), "moved" does not (its BLEU differs in the 10th digit), "busy" is still training

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -487,7 +488,13 @@ def collect(roots: Iterable[fs.PathLike], *, curves: bool = True) -> list[dict[s
   live, archived = [], {}
   for root in roots:
     if str(root).endswith(ARCHIVE_SUFFIX):
-      for record in read_archive(root):
+      records = read_archive(root)
+      paths = collections.Counter(record["run"] for record in records)
+      for record in records:
+        if paths[record["run"]] > 1 and record.get("experiment_name"):
+          # a report over one launch root per experiment: its runs' paths repeat (single/default), and would replace
+          # one another; the launcher's layout under one root tells them apart
+          record["run"] = f"{record['experiment_name']}/{record['run']}"
         archived.pop(record["run"], None)
         archived[record["run"]] = record
       continue
