@@ -97,19 +97,32 @@ def platforms_without_tpu_noise() -> str | None:
   """``JAX_PLATFORMS`` for a machine without a TPU: the GPU platform if a JAX GPU plugin is installed, and the CPU.
   Otherwise JAX probes for a TPU at every start: with libtpu installed (the ``test`` and ``tpu`` extras) libtpu
   prints errors about the TPU it cannot find, and without it JAX logs that it could not open libtpu. None (JAX's own
-  choice) where the user set ``JAX_PLATFORMS`` or where there may be a TPU."""
+  choice) where the user set ``JAX_PLATFORMS`` to a platform, or where libtpu is installed and there may be a TPU.
+  An empty ``JAX_PLATFORMS`` names no platform (JAX's automatic choice), so it counts as unset."""
   import glob  # pylint: disable=g-import-not-at-top
   import importlib.util  # pylint: disable=g-import-not-at-top
-  if "JAX_PLATFORMS" in os.environ:
+  if os.environ.get("JAX_PLATFORMS", "").strip():
     return None
-  if glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*") or os.environ.get("TPU_ACCELERATOR_TYPE"):
-    return None  # TPU chips (v2-v4: /dev/accel*, v5 and later: VFIO), or a TPU VM's environment
   found = lambda *names: any(importlib.util.find_spec(name) is not None for name in names)
+  tpu_signs = glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*") or os.environ.get("TPU_ACCELERATOR_TYPE")
+  if tpu_signs and found("libtpu"):
+    return None  # TPU chips (v2-v4: /dev/accel*, v5 and later: VFIO), or a TPU VM's environment, and JAX's TPU runtime
   if found("jax_cuda12_plugin", "jax_cuda13_plugin"):
     return "cuda,cpu"
   if found("jax_rocm6_plugin", "jax_rocm7_plugin"):
     return "rocm,cpu"
   return "cpu"
+
+
+def use_platforms(platforms: str | None) -> None:
+  """Sets ``JAX_PLATFORMS`` to ``platforms`` (None: leaves JAX's choice alone). JAX reads the variable when it is
+  imported, and a command's module imports it before :func:`run`, so an imported JAX gets it as ``jax_platforms`` too
+  (its backends start later, at the first device use)."""
+  if not platforms:
+    return
+  os.environ["JAX_PLATFORMS"] = platforms
+  if "jax" in sys.modules:
+    sys.modules["jax"].config.update("jax_platforms", platforms)
 
 
 def run(main: Callable[[list[str]], object], *, config_flag: str | None = None) -> None:
@@ -120,9 +133,7 @@ def run(main: Callable[[list[str]], object], *, config_flag: str | None = None) 
     config_flag: the name of its ml_collections config-file flag, if any (``config``): its overrides are checked
       against the experiment's config before the flags are parsed.
   """
-  platforms = platforms_without_tpu_noise()
-  if platforms:
-    os.environ["JAX_PLATFORMS"] = platforms
+  use_platforms(platforms_without_tpu_noise())
   program = os.path.splitext(os.path.basename(sys.argv[0]))[0]
   if program in ("__main__", "__init__"):
     program = "attnjax"

@@ -11,7 +11,7 @@ Implementations of the same function:
   causal masks and segment ids (padding, packing); see :mod:`attnjax.kernels.fused`.
 * ``"auto"``: the fused kernel of the platform where it covers the call, else the faster of ``"xla"`` and
   ``"blockwise"`` for the shapes (:func:`attnjax.kernels.fused.choose_implementation`); the choice and its reason
-  are logged once per shape.
+  are logged once per choice and rule (each shape at ``--verbosity=1``).
 
 Both share the conventions here: softmax in float32 whatever the input dtype; boolean masks, True = attend; a query
 row whose keys are all masked yields zeros (never NaN) in output, weights and gradients; dropout on the attention

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import re
 from typing import Optional
 
 import jax
@@ -167,10 +168,20 @@ def attention_flops(q_shape, k_shape, is_causal: bool) -> float:
   return flops / 2 if is_causal else flops
 
 
+_CHOICES_SAID: set = set()  # (implementation, reason with its numbers blanked): the choices already logged at INFO
+
+
 @functools.lru_cache(maxsize=None)
 def log_choice(implementation: str, reason: str, shape: tuple) -> None:
-  """Logs the auto choice once per (choice, shape): once per compiled step, not once per call."""
-  logging.info("attention implementation='auto' -> %r for q/k shapes %s: %s", implementation, shape, reason)
+  """Logs the auto choice: at INFO once per choice and rule (the reason, its shapes and sizes aside), so a model's
+  compiled steps say it once, not once per shape; every (choice, shape) once at ``--verbosity=1``."""
+  rule = (implementation, re.sub(r"\d+", "#", reason))
+  if rule in _CHOICES_SAID:
+    logging.vlog(1, "attention implementation='auto' -> %r for q/k shapes %s: %s", implementation, shape, reason)
+    return
+  _CHOICES_SAID.add(rule)
+  logging.info("attention implementation='auto' -> %r: %s (q/k shapes %s; further shapes with this choice at "
+               "--verbosity=1)", implementation, reason, shape)
 
 
 # ------------------------------------------------------------------------------------------------- splash (TPU)
