@@ -71,6 +71,7 @@ SLOW_FIRST = (
     "tests/faults/test_faults.py",
     "tests/launch/test_launch.py",
     "tests/training/test_sharded_training.py",
+    "tests/test_accelerator_check.py::test_the_dry_run",
     "tests/test_experiments.py::test_compile_tool",
     "tests/cloud/test_gcs_workdir.py",
     "tests/models/test_transformer.py::test_transformer_conforms",

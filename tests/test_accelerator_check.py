@@ -13,6 +13,7 @@ from attnjax import targets
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow  # minutes: every section's programs compiled on the CPU (make test-slow)
 def test_the_dry_run_measures_every_section_and_writes_both_reports(tmp_path):
   env = dict(os.environ, JAX_PLATFORMS="cpu")
   proc = subprocess.run([sys.executable, "-m", "tools.accelerator_check", "--dry_run", f"--out={tmp_path}"],
@@ -78,7 +79,7 @@ def test_a_failing_section_is_reported_and_fails_the_check_without_costing_the_o
     raise RuntimeError("out of memory on the device")
 
   monkeypatch.setattr(accelerator_check, "step_throughput", broken)
-  monkeypatch.setattr(accelerator_check, "curves_check", lambda steps, rows, done: [])
+  monkeypatch.setattr(accelerator_check, "curves_check", lambda steps, rows, done, dry: [])
   monkeypatch.setattr(accelerator_check, "attention_check", lambda dry: [])
   monkeypatch.setattr(accelerator_check, "decode_throughput", lambda dry, n: {
       "model": "m", "beam": 4, "batch": 1, "source_length": 14, "sentences": 1, "sentences_per_s": 5.0})
@@ -97,7 +98,7 @@ def test_a_call_cut_short_keeps_the_report_of_what_was_measured_before(tmp_path,
   class Killed(BaseException):
     pass
 
-  def curves(steps, rows, done):
+  def curves(steps, rows, done, dry):
     rows.append({"family": "transformer", "steps": steps, "first_loss": 6.0, "last_loss_bf16": 1.0,
                  "last_loss_f32_cpu": 1.0, "gap": 0.0, "ok": True})
     done()

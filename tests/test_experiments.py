@@ -114,12 +114,13 @@ def get_config():
 
 
 @pytest.mark.parametrize("experiment,extra,layers", [
-    # train and decode steps, TPU v5e 4x4: minutes of compiling, so `make aot` runs it and CI the small one below
+    # train and decode steps, TPU v5e 4x4: minutes of compiling, so `make aot` runs it
     pytest.param("wmt14_en_de/transformer_base.py", (), 6, marks=pytest.mark.aot),
-    ("small_splash", ("--target=tpu-v4-8",), 3),  # the same splash path: SMALL_SPLASH, 3 + 3 layers
-    ("wmt14_en_de/lstm_bahdanau.py", ("--nodecode",), None),  # TPU v4
+    # the same splash path (SMALL_SPLASH, 3 + 3 layers) and the WMT LSTM: minutes each too, so `make test-slow`
+    pytest.param("small_splash", ("--target=tpu-v4-8",), 3, marks=pytest.mark.slow),
+    pytest.param("wmt14_en_de/lstm_bahdanau.py", ("--nodecode",), None, marks=pytest.mark.slow),  # TPU v4
     ("wmt14_en_de/convs2s.py", ("--nodecode", "--target=gpu-8xh100"), None),  # 8 simulated host devices
-    ("squad_v1/bilstm_reader.py", (), None),
+    pytest.param("squad_v1/bilstm_reader.py", (), None, marks=pytest.mark.slow),  # a minute and more on 2 cores
 ])
 def test_compile_tool_compiles_one_experiment_per_family_for_its_target(experiment, extra, layers, tmp_path):
   path = f"experiments/{experiment}"

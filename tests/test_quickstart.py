@@ -11,6 +11,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow  # minutes: both experiments' real models compile, train, decode with beam search (make test-slow)
 def test_quickstart_trains_evaluates_and_plots_both_models(tmp_path):
   proc = subprocess.run([sys.executable, "-m", "attnjax.quickstart", f"--workdir={tmp_path}", "--steps_scale=0.02",
                          "--eval_limit=32"], cwd=ROOT, capture_output=True, text=True, timeout=900)

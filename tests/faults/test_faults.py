@@ -1,9 +1,9 @@
-"""Fault injection on the 2-process gloo run, the quick subset CI runs: real ``attnjax.train`` processes killed with
-SIGKILL (one mid-run, both during an asynchronous checkpoint write, process 0 in the final evaluation), frozen with
-SIGSTOP, starved of disk space under a checkpoint write (the bucket faults are left to ``make faults``). After the
-faults and a restart of all processes, the final train state and data position must be bit-identical to those of an
-uninterrupted 2-process run made first. ``make faults`` (python -m tools.faults) runs 20 random faults, each on its
-own workdir.
+"""Fault injection on the 2-process gloo run, the quick subset ``make test-slow`` runs: real ``attnjax.train``
+processes killed with SIGKILL (one mid-run, both during an asynchronous checkpoint write, process 0 in the final
+evaluation), frozen with SIGSTOP, starved of disk space under a checkpoint write (the bucket faults are left to ``make
+faults``). After the faults and a restart of all processes, the final train state and data position must be
+bit-identical to those of an uninterrupted 2-process run made first. ``make faults`` (python -m tools.faults) runs 20
+random faults, each on its own workdir.
 
 One test, so that the reference run is made once (a module fixture would be made again on each pytest-xdist worker).
 """
@@ -15,6 +15,7 @@ import pytest
 from tools import faults
 
 
+@pytest.mark.slow  # minutes: a dozen launches of two real training processes (make test-slow)
 def test_quick_faults_end_bit_identical_to_an_uninterrupted_two_process_run(tmp_path, capsys):
   no_tmpfs = faults.Tmpfs.available()
   ctx = faults.Context(tmp_path)

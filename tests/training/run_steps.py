@@ -1,8 +1,11 @@
 """Runs N train steps of a tiny config and prints the losses as JSON: the subject of the sharding tests.
 
     python -m tests.training.run_steps --mesh=4,1,2 --steps=20 [--process_id=0 --num_processes=2 --port=12345]
+    python -m tests.training.run_steps --run=8,1,1:transformer --run=4,1,2:span_qa [--reshard_check] --steps=20
 
-Run in its own process: the parent sets XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts.
+Run in its own process: the parent sets XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts. Each
+``--run=MESH:MODEL`` is one run of its own (its own Experiment and workdir) in this process, one after the other: one
+start-up of JAX for several runs. Every run has one batch shape (one bucket), so its train step compiles once.
 """
 
 import argparse
@@ -56,6 +59,7 @@ def tiny_config(mesh_shape, model="transformer", data_dir=None):
 
 
 def run(config, steps, workdir):
+  """``(losses, mesh_devices)``: the loss of each step, and how many devices the trained parameters are on."""
   from attnjax.training import steps as steps_lib  # pylint: disable=g-import-not-at-top
   from attnjax.training.loop import Experiment  # pylint: disable=g-import-not-at-top
   exp = Experiment(config, workdir)
@@ -65,7 +69,17 @@ def run(config, steps, workdir):
     exp.state, metrics = exp.train_step(exp.state, batch)
     losses.append(float(metrics["loss"]))
   exp.checkpointer.close()
-  return losses
+  devices = set().union(*(x.sharding.device_set for x in jax.tree_util.tree_leaves(exp.state.params)))
+  return losses, len(devices)
+
+
+def one_run(mesh, model, steps):
+  """One run in a fresh workdir: ``{"mesh", "model", "losses", "mesh_devices"}``."""
+  with tempfile.TemporaryDirectory() as workdir:
+    config = tiny_config([int(x) for x in mesh.split(",")], model, data_dir=workdir)
+    config.data.bucket_boundaries = None  # one batch shape: the train step compiles once
+    losses, devices = run(config, steps, workdir)
+  return {"mesh": mesh, "model": model, "losses": losses, "mesh_devices": devices}
 
 
 def reshard_check(workdir):
@@ -73,9 +87,12 @@ def reshard_check(workdir):
   import numpy as np  # pylint: disable=g-import-not-at-top
   from attnjax.training.loop import Experiment  # pylint: disable=g-import-not-at-top
   config = tiny_config((8, 1, 1))
+  config.data.bucket_boundaries = None  # one batch shape: the train step compiles once
   config.train.steps = 5
   config.train.checkpoint_every = 5
   config.train.eval_every = 1000
+  config.train.peak_tflops_per_device = 1.0  # skips the start-up matmul benchmark
+  config.eval.decode, config.eval.num_decode_examples, config.eval.loss_batches = "greedy", 8, 1  # the final one
   from attnjax.training.loop import train_and_evaluate  # pylint: disable=g-import-not-at-top
   train_and_evaluate(config, workdir)
   saved = Experiment(config, workdir)
@@ -100,19 +117,21 @@ def main():
   parser.add_argument("--process_id", type=int, default=None)
   parser.add_argument("--num_processes", type=int, default=None)
   parser.add_argument("--port", type=int, default=None)
+  parser.add_argument("--run", action="append", default=[], help="MESH:MODEL, e.g. 4,1,2:span_qa; repeatable")
   parser.add_argument("--reshard_check", action="store_true")
   args = parser.parse_args()
-  if args.reshard_check:
-    with tempfile.TemporaryDirectory() as workdir:
-      print(json.dumps(reshard_check(workdir)))
+  if args.run or args.reshard_check:
+    out = {"runs": [one_run(*spec.split(":"), args.steps) for spec in args.run]}
+    if args.reshard_check:
+      with tempfile.TemporaryDirectory() as workdir:
+        out["reshard_check"] = reshard_check(workdir)
+    print(json.dumps({**out, "devices": jax.device_count(), "processes": jax.process_count()}))
     return
   if args.num_processes:
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(f"127.0.0.1:{args.port}", args.num_processes, args.process_id)
-  with tempfile.TemporaryDirectory() as workdir:
-    config = tiny_config([int(x) for x in args.mesh.split(",")], args.model, data_dir=workdir)
-    losses = run(config, args.steps, workdir)
-  print(json.dumps({"losses": losses, "devices": jax.device_count(), "processes": jax.process_count()}))
+  result = one_run(args.mesh, args.model, args.steps)
+  print(json.dumps({**result, "devices": jax.device_count(), "processes": jax.process_count()}))
   sys.stdout.flush()
 
 

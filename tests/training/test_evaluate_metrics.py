@@ -18,8 +18,9 @@ pytestmark = pytest.mark.xdist_group("tests/training/test_evaluate_metrics.py")
 def workdir(tmp_path_factory):
   path = str(tmp_path_factory.mktemp("run"))
   config = tiny_config((1, 1, 1))
+  config.data.bucket_boundaries = None  # one batch shape: one compilation of the train step
   config.train.steps = config.train.eval_every = config.train.checkpoint_every = config.train.log_every = 5
-  config.eval.num_decode_examples = 16
+  config.eval.decode, config.eval.num_decode_examples = "greedy", 16  # the metrics, not the search, are checked
   train_and_evaluate(config, path)
   return path
 
@@ -86,7 +87,7 @@ def test_a_packed_run_evaluates_its_unpacked_validation_batches(tmp_path, monkey
   config = tiny_config((1, 1, 1))
   config.data.pack, config.data.bucket_boundaries = True, None
   config.train.steps = config.train.eval_every = config.train.log_every = config.train.checkpoint_every = 2
-  config.eval.num_decode_examples = 8
+  config.eval.decode, config.eval.num_decode_examples = "greedy", 8  # the validation loss is checked, not the search
   result = train_and_evaluate(config, str(tmp_path))
   assert result["step"] == 2
   (batches,) = seen
@@ -95,14 +96,21 @@ def test_a_packed_run_evaluates_its_unpacked_validation_batches(tmp_path, monkey
   assert len(rows) == config.data.validation_examples  # every example, one per row
   loaded = inference.load_workdir(str(tmp_path), checkpoint="latest")
   assert loaded.step == 2
-  nll, tokens = 0.0, 0
+  # each example alone (unpadded): examples of the same source and target length go through together, one
+  # compilation per length pair
+  by_length = {}
   for b, i in rows:
     s, t = int(b["src_mask"][i].sum()), int(b["tgt_mask"][i].sum())
-    logits = loaded.model.apply({"params": loaded.params}, b["src"][i:i + 1, :s], b["tgt_in"][i:i + 1, :t],
-                                b["src_mask"][i:i + 1, :s], deterministic=True)
-    log_probs = np.asarray(jax.nn.log_softmax(np.asarray(logits, np.float64)[0], axis=-1))
-    nll -= log_probs[np.arange(t), b["tgt_out"][i, :t]].sum()
-    tokens += t
+    by_length.setdefault((s, t), []).append((b, i))
+  forward = jax.jit(lambda params, src, tgt_in, src_mask: loaded.model.apply(
+      {"params": params}, src, tgt_in, src_mask, deterministic=True))
+  nll, tokens = 0.0, 0
+  for (s, t), group in by_length.items():
+    stack = lambda key, n: np.stack([b[key][i, :n] for b, i in group])  # pylint: disable=cell-var-from-loop
+    logits = forward(loaded.params, stack("src", s), stack("tgt_in", t), stack("src_mask", s))
+    log_probs = np.asarray(jax.nn.log_softmax(np.asarray(logits, np.float64), axis=-1))
+    nll -= np.take_along_axis(log_probs, stack("tgt_out", t)[..., None], axis=-1).sum()
+    tokens += t * len(group)
   assert result["nll"] == pytest.approx(nll / tokens, rel=1e-4)
 
 

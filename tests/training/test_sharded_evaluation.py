@@ -127,8 +127,10 @@ def _take_hypotheses(result):
 
 
 def test_eight_devices_and_two_processes_give_the_one_device_hypotheses_each_decoding_its_share(run):
+  import jax  # pylint: disable=g-import-not-at-top
   workdir, _ = run
-  one = _result(_spawn("evaluate", 1, f"--workdir={workdir}"))
+  assert jax.device_count() == 1  # this process: the one-device reference is evaluated here
+  one = scoring.evaluate_checkpoint(workdir, split="test", checkpoint="latest")
   reference = _take_hypotheses(one)
   assert len(reference.split("\n")) == N_TEST + 1  # one line per example
   eight = _result(_spawn("evaluate", 8, f"--workdir={workdir}"))
@@ -183,7 +185,9 @@ def test_two_process_training_agrees_on_stopping_only_at_sync_points(tmp_path):
 def _tiny_config():
   from tests.training.run_steps import tiny_config  # pylint: disable=g-import-not-at-top
   config = tiny_config((4, 1, 1))
-  config.train.update(dict(steps=20, sync_every=5, log_every=100, eval_every=100, checkpoint_every=100))
+  config.data.bucket_boundaries = None  # one batch shape: one compilation of the train step
+  config.train.update(dict(steps=20, sync_every=5, log_every=100, eval_every=100, checkpoint_every=100,
+                           peak_tflops_per_device=1.0))  # (a known peak: no start-up matmul benchmark)
   return config
 
 
@@ -264,14 +268,18 @@ def test_alignment_diagnostics_agree_with_the_model_run_one_sentence_at_a_time(r
   pairs = tasks.load_split(loaded.config.data, "validation")[:12]
   sources = [loaded.vocabularies.src.encode(s) for s, _ in pairs]
   targets = [loaded.vocabularies.tgt.encode(t) + [2] for _, t in pairs]  # EOS_ID
+  # each call compiled for its sentence's own (unpadded) shape: faster than op by op over these 12 shapes
+  forward = jax.jit(model.apply)
+  encode = jax.jit(lambda v, src: model.apply(v, src, method=model.encode))
+  attention = jax.jit(lambda v, tgt_in, memory: model.apply(v, tgt_in, memory, return_attention=True,
+                                                            method=model.decode).attention)
   positions, nll, nll_other = [], [], []
   for i, (src, tgt) in enumerate(zip(sources, targets)):
     tgt_in = jnp.asarray([[1] + tgt[:-1]])  # BOS_ID
     for source, sink in ((src, nll), (sources[(i + 1) % len(sources)], nll_other)):
-      log_probs = jax.nn.log_softmax(model.apply(variables, jnp.asarray([source]), tgt_in)[0])
+      log_probs = jax.nn.log_softmax(forward(variables, jnp.asarray([source]), tgt_in)[0])
       sink.extend(-float(log_probs[t, token]) for t, token in enumerate(tgt))
-    memory = model.apply(variables, jnp.asarray([src]), method=model.encode)
-    weights = model.apply(variables, tgt_in, memory, return_attention=True, method=model.decode).attention[0]
+    weights = attention(variables, tgt_in, encode(variables, jnp.asarray([src])))[0]
     positions.extend(enumerate(np.argmax(np.asarray(weights), axis=-1)))
   assert got["sentences"] == 12 and got["tokens"] == len(nll)
   np.testing.assert_allclose(got["loss"], np.mean(nll), rtol=1e-5)

@@ -9,6 +9,10 @@ from attnjax.training.loop import Experiment
 from tests.training.run_steps import tiny_config
 
 
+# one batch shape: one compilation of each train step, not one per bucket
+ONE_SHAPE = {"data.bucket_boundaries": ()}
+
+
 def _experiment(tmp_path, **changes):
   config = tiny_config((1, 1, 1))
   config.model.dropout_rate = 0.0
@@ -31,8 +35,8 @@ def _run(exp, n):
 
 
 def test_gradient_accumulation_equals_one_large_batch(tmp_path):
-  one_losses, one = _run(_experiment(tmp_path / "a"), 3)
-  acc_losses, acc = _run(_experiment(tmp_path / "b", **{"train.grad_accum_steps": 4}), 3)
+  one_losses, one = _run(_experiment(tmp_path / "a", **ONE_SHAPE), 3)
+  acc_losses, acc = _run(_experiment(tmp_path / "b", **ONE_SHAPE, **{"train.grad_accum_steps": 4}), 3)
   np.testing.assert_allclose(acc_losses, one_losses, rtol=1e-5)
   for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(acc), jax.tree_util.tree_leaves(one)):
     name = jax.tree_util.keystr(path)
@@ -44,9 +48,8 @@ def test_gradient_accumulation_equals_one_large_batch(tmp_path):
 
 
 def test_bfloat16_compute_trains_close_to_float32(tmp_path):
-  one_shape = {"data.bucket_boundaries": ()}  # one batch shape: one compilation of each train step, not one per bucket
-  f32_losses, _ = _run(_experiment(tmp_path / "a", **one_shape), 8)
-  exp = _experiment(tmp_path / "b", **one_shape, **{"model.dtype": "bfloat16"})
+  f32_losses, _ = _run(_experiment(tmp_path / "a", **ONE_SHAPE), 8)
+  exp = _experiment(tmp_path / "b", **ONE_SHAPE, **{"model.dtype": "bfloat16"})
   leaves = jax.tree_util.tree_leaves(exp.state.params)
   assert all(x.dtype == jnp.float32 for x in leaves)  # parameters stay float32; only the compute is bfloat16
   bf16_losses, _ = _run(exp, 8)
@@ -65,7 +68,8 @@ def test_logged_training_loss_is_the_token_weighted_mean_of_the_window_not_its_l
     config = tiny_config((1, 1, 1))
     t = config.train
     t.steps, t.log_every, t.eval_every, t.checkpoint_every = 6, every, 1000, 1000
-    config.eval.num_decode_examples, config.eval.loss_batches, config.eval.batch_size = 4, 1, 8
+    config.eval.decode, config.eval.num_decode_examples, config.eval.loss_batches, config.eval.batch_size = (
+        "greedy", 4, 1, 8)  # the final evaluation, which the check does not read
     train_and_evaluate(config, str(tmp_path / str(every)))
     logged[every] = {tag: dict(values) for tag, values in read_scalars(tmp_path / str(every) / "tensorboard").items()}
   per_step, windows = logged[1], logged[3]
@@ -94,7 +98,9 @@ def test_mfu_is_stated_against_the_best_peak_measured_so_far(tmp_path, monkeypat
   config = tiny_config((1, 1, 1))
   t = config.train
   t.steps, t.log_every, t.eval_every, t.checkpoint_every = 4, 1, 1000, 1000
-  config.eval.num_decode_examples, config.eval.loss_batches, config.eval.batch_size = 4, 1, 8
+  config.data.bucket_boundaries = ()  # one batch shape: one compilation of the train step
+  config.eval.decode, config.eval.num_decode_examples, config.eval.loss_batches, config.eval.batch_size = (
+      "greedy", 4, 1, 8)  # the final evaluation, which the check does not read
   loop.train_and_evaluate(config, str(tmp_path))
   logged = {tag: dict(values) for tag, values in read_scalars(tmp_path / "tensorboard").items()}
   stated = {s: logged["train/model_flops_per_s"][s] / logged["train/mfu"][s] / jax.device_count() for s in range(1, 5)}

@@ -15,11 +15,12 @@ def _config(**model):
   config = config_lib.base_config()
   config.data.train_examples, config.data.validation_examples, config.data.test_examples = 64, 16, 16
   config.data.max_tokens = 256
+  config.data.bucket_boundaries = None  # one batch shape: each run compiles one train step, not one per bucket
   config.model = dict(name="rnn_seq2seq", attention="bahdanau", embed_dim=8, hidden_dim=8, **model)
   t = config.train
   t.steps, t.eval_every, t.checkpoint_every, t.log_every, t.warmup_steps = 4, 4, 2, 2, 0
   t.optimizer, t.schedule, t.learning_rate, t.label_smoothing = "adam", "constant", 1e-2, 0.0
-  config.eval.num_decode_examples, config.eval.max_len_b = 4, 4
+  config.eval.decode, config.eval.num_decode_examples, config.eval.max_len_b = "greedy", 4, 4
   config.data.vocab_multiple = 8
   return config
 
