@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 
-.PHONY: quickstart test docs minilm transfer scaling bench aot mutants faults study meteor-replays summarization summarization-replays clean
+.PHONY: quickstart test test-slow docs minilm transfer scaling bench aot mutants faults study meteor-replays summarization summarization-replays clean
 
 # the package alone (what the quickstart needs), then the test extra on top (pytest, the Cloud Storage emulator, and
 # libtpu for compiling TPU programs ahead of time on this CPU)
@@ -26,7 +26,12 @@ quickstart: $(VENV)/.base
 # --dist=loadgroup: each module whose module fixture trains a model is an xdist_group, run by one worker (fixture
 # built once). pytest 9.2's structured node ids break xdist's groups (pytest-xdist issue 1386), hence pytest<9.2.
 test: $(VENV)/.installed
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist=loadgroup --no-loadscope-reorder -m 'not aot' --durations=30
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist=loadgroup --no-loadscope-reorder -m 'not aot and not slow' \
+	  --durations=30
+
+# The end-to-end tests `make test` leaves out (marker slow): quickstart, quick faults, TPU compiles, accelerator check.
+test-slow: $(VENV)/.installed
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist=loadgroup --no-loadscope-reorder -m slow --durations=30
 
 # The docs site: MyST pages under docs/ and the API reference from the docstrings, into docs/_build/html, offline.
 # Warnings are errors (a broken link, a page left out of every toctree, a docstring Sphinx cannot parse); CI builds it.
@@ -56,8 +61,8 @@ bench: $(VENV)/.installed
 	$(PY) -m pip install --quiet 'torch==2.13.0'
 	$(PY) -m benchmarks.kernels
 
-# The full-size compile test (Transformer base with splash attention for a TPU v5e 4x4, ~4 minutes; `make test` runs a
-# Multi30k-sized Transformer for a TPU v4 instead), then every experiment of the study compiled for its default target
+# The full-size compile test (Transformer base with splash attention for a TPU v5e 4x4, ~4 minutes; `make test-slow`
+# runs a Multi30k-sized one for a TPU v4 instead), then every experiment of the study compiled for its default target
 # (TPU topologies need libtpu, in the test extra) into the cost table: per-device memory, fit, step time, device-hours.
 aot: $(VENV)/.installed
 	$(PY) -m pytest -q -m aot tests/test_experiments.py
@@ -72,7 +77,8 @@ mutants: $(VENV)/.installed
 # Fault injection: 20 random faults on the 2-process gloo run (kill -9 of either or both processes, also
 # during an asynchronous checkpoint write; SIGTERM to one; SIGSTOP of one; a full disk; a torn checkpoint; a flaky
 # or failing bucket), each followed by a restart that must end bit-identical to an uninterrupted run. ~25 minutes on
-# 2 cores; FAULTS_FLAGS=--quick runs the CI subset (tests/faults/test_faults.py).
+# 2 cores; FAULTS_FLAGS=--quick runs the quick subset (tests/faults/test_faults.py, in `make test-slow`), and
+# FAULTS_FLAGS=--checkpoints the checkpoint subset `make test` runs (torn, partial, changed optimiser; about a minute).
 faults: $(VENV)/.installed
 	JAX_PLATFORMS=cpu $(PY) -m tools.faults --faults=20 $(FAULTS_FLAGS)
 

@@ -8,7 +8,8 @@ A user's mistake ends the command with one line on stderr that names what to fix
     attnjax.train: error: unknown flag --bogus (see --helpshort)
 
 User mistakes are what the code raises for bad input: :class:`ValueError` (a bad value, named), :class:`FileNotFoundError`
-(a missing file, named), :class:`WorkdirBusy`, a flag the command does not know and a config key that does not
+(a missing file, named), :class:`WorkdirBusy`, :class:`CheckpointRestoreError` (a workdir whose checkpoints do not fit
+the run), a flag the command does not know and a config key that does not
 exist. Anything else is an internal error and keeps its traceback, as does every error with ``--verbose``.
 
 A machine without a TPU runs the command on its GPU or CPU without JAX's and libtpu's start-up messages about the TPU
@@ -31,8 +32,9 @@ EXIT_USER_ERROR = 2  # as argparse and absl's usage errors
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
+  from attnjax.runtime.checkpointing import CheckpointRestoreError  # pylint: disable=g-import-not-at-top
   from attnjax.training.workdir_lock import WorkdirBusy  # pylint: disable=g-import-not-at-top
-  return (ValueError, FileNotFoundError, NotADirectoryError, WorkdirBusy)
+  return (ValueError, FileNotFoundError, NotADirectoryError, WorkdirBusy, CheckpointRestoreError)
 
 
 def _one_line(text: str) -> str:

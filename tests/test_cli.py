@@ -59,6 +59,22 @@ def test_verbose_shows_the_traceback_and_an_internal_error_keeps_it(tmp_path):
   assert proc.returncode == 1 and "Traceback" in proc.stderr and "RuntimeError: an internal error" in proc.stderr
 
 
+def test_a_workdir_whose_checkpoints_do_not_fit_the_run_is_one_line_and_exit_2():
+  """What Checkpointer.restore raises for a changed model or optimiser is the user's to act on: one line, no trace."""
+  script = textwrap.dedent("""
+      from attnjax import cli
+      from attnjax.runtime.checkpointing import CheckpointRestoreError
+      def main(argv):
+        raise CheckpointRestoreError("checkpoint: step 8 in /w/checkpoints does not fit this run's state (w: saved "
+                                     "float32[4], expected float32[8]); 2 step(s) left in place.")
+      cli.run(main)
+  """)
+  proc = _run("-c", script)
+  assert (proc.returncode, proc.stderr.strip().splitlines()) == (2, [
+      "-c: error: checkpoint: step 8 in /w/checkpoints does not fit this run's state (w: saved float32[4], "
+      "expected float32[8]); 2 step(s) left in place."]), proc.stderr[-2000:]
+
+
 def test_no_libtpu_noise_on_a_machine_without_a_tpu(tmp_path):
   """No TPU here (and the test extra's libtpu installed): a command line starts JAX on the CPU quietly; a
   JAX_PLATFORMS the user set is kept."""

@@ -642,3 +642,24 @@ def test_pre_training_language_modelling_and_fine_tuned_readers_get_their_own_ta
   assert readers["BERT reader"]["squad_v1_dev_by_article EM"] == "47.00"
   assert readers["BERT reader (from all-MiniLM-L6-v2)"]["squad_v1_dev_by_article EM"] == "46.00"
   assert readers["BERT reader (from wikipedia/bert_mlm)"]["squad_v1_dev_by_article EM"] == "43.00"
+
+
+def test_a_restart_that_set_aside_a_damaged_checkpoint_is_named_on_the_page(tmp_path):
+  """What a restart recorded in checkpoints.unreadable/set_aside.json (attnjax.runtime.checkpointing) reaches the
+  run's record and the page; a run without that file gets an empty list and no line."""
+  root = tmp_path / "runs"
+  base = "wmt14_en_de/transformer_base"
+  config = _config("wmt14_en_de", TRANSFORMER_BASE)
+  metrics = {"step": 30, "steps": [30], "examples": 10, "bleu": 20.0}
+  _run(root / "clean", launch=_launch(base), config=config, metrics=metrics)
+  damaged = _run(root / "damaged", launch=_launch(base, point="again"), config=config, metrics=metrics)
+  (damaged / "checkpoints.unreadable").mkdir()
+  (damaged / "checkpoints.unreadable" / "set_aside.json").write_text(json.dumps([
+      {"step": 12, "process": 1, "file": "/w/checkpoints/12/state/d/ab", "reason": "ValueError: OUT_OF_RANGE: short",
+       "moved_to": "/w/checkpoints.unreadable/12-1", "then": "restored step 8", "time": "2026-01-01T00:00:00Z"}]))
+  records = {r["run"]: r for r in report.collect([str(root)], curves=False)}
+  assert records["clean"]["checkpoints_set_aside"] == []
+  assert [e["step"] for e in records["damaged"]["checkpoints_set_aside"]] == [12]
+  markdown = report.render_markdown(list(records.values()))
+  assert ("1 damaged checkpoint step set aside by a restart (`checkpoints.unreadable/set_aside.json`): `damaged` step "
+          "12 (/w/checkpoints/12/state/d/ab: ValueError: OUT_OF_RANGE: short; the run then restored step 8).") in markdown

@@ -17,6 +17,11 @@ optimizer state, step, RNG) and a data position bit-identical to those of an uni
 * ``torn``: a crash right after a checkpoint is committed, and one process's files of that step cut short (a disk
   that lost its last writes): the restart must skip the step on both processes, set it aside, and save that step
   again later;
+* ``partial`` (``--only``, ``--checkpoints``): the same, with that process's array files of the step gone instead
+  of cut short (writes that never reached the disk);
+* ``changed`` (``--only``, ``--checkpoints``): a restart with another optimiser (``--allow_config_change``): both
+  processes must refuse, naming a leaf of the optimiser state, and leave the checkpoints and config.json as they
+  were;
 * ``flaky-bucket``: the workdir in a (local, emulated) Cloud Storage bucket whose HTTP proxy answers 503 to a share
   of the requests: the clients' retries must absorb it, and the run finishes without a restart;
 * ``bucket-outage``: the bucket answers 503 to everything for a while from a random step on: the run either rides it
@@ -31,10 +36,10 @@ running on, if any). A run that ends before its mark is a miss, aimed again on a
 processes ended that fails does not skip the restart: bit-identity is known for every fault.
 
 Each fault runs on a fresh workdir, followed by one restart of both processes that must finish. The quick subset
-(``--quick``, and tests/faults/test_faults.py, for CI's time budget) chains kill -9 of process 1, a full disk, kill
--9 of both during a checkpoint write, SIGSTOP of process 0 and kill -9 of process 0 in the final evaluation on one
-workdir (each restart meets the next fault). Runs and logs go to ``--keep`` (default: a temporary directory, removed
-on success).
+(``--quick``, and tests/faults/test_faults.py in ``make test-slow``, for a budget of minutes) chains kill -9 of
+process 1, a full disk, kill -9 of both during a checkpoint write, SIGSTOP of process 0 and kill -9 of process 0 in
+the final evaluation on one workdir (each restart meets the next fault). Runs and logs go to ``--keep`` (default: a
+temporary directory, removed on success).
 """
 
 from __future__ import annotations
@@ -67,7 +72,15 @@ PEER_TIMEOUT_EXIT_CODE = 75  # attnjax.training.loop.PEER_TIMEOUT_EXIT_CODE
 RUN_TIMEOUT = 300  # seconds a run may take before it counts as hung
 SURVIVOR_TIMEOUT = 2 * PEER_TIMEOUT + 30  # seconds the processes left after a fault may take to end by themselves
 KINDS = ("kill9", "kill9-save", "sigterm", "sigstop", "enospc", "torn", "flaky-bucket", "bucket-outage")
-# The CI subset: these faults one after the other on one workdir (see run_chain).
+# Faults of the checkpoint directory itself, beside torn (see CHECKPOINT_CHAIN): a step some of whose files never
+# reached the disk, and a restart whose optimiser changed under the workdir (it must be refused, nothing moved)
+CHECKPOINT_KINDS = ("partial", "changed")
+DAMAGE_KINDS = ("torn", "partial")  # a crash that leaves the newest step damaged: the restart must set it aside
+CHANGED_ARGS = ("--config.train.optimizer=sgd", "--allow_config_change")  # Adam's state saved, SGD's restored
+# The checkpoint subset `make test` runs, on one workdir: the only step torn (a fresh start), a step with an older one
+# partly missing (the older one restored), a changed optimiser (refused, every checkpoint kept), then the restart.
+CHECKPOINT_CHAIN = (("torn", (1,), 4, "step"), ("partial", (0,), 12, "step"), ("changed", (0, 1), 12, "step"))
+# The quick subset: these faults one after the other on one workdir (see run_chain).
 QUICK_CHAIN = (("kill9", (1,), 4, "step"), ("enospc", (0, 1), 8, "step"), ("kill9-save", (0, 1), 16, "step"),
                ("sigstop", (0,), 20, "step"), ("kill9", (0,), STEPS, "final-eval"))
 
@@ -131,7 +144,7 @@ class Cluster:
   """One launch of the two training processes (as launch/backends.py's Local does), logs in ``logdir``."""
 
   def __init__(self, ctx: "Context", workdir: str, name: str, env: dict | None = None, prefix: tuple = (),
-               marks: dict[int, str] | None = None):
+               marks: dict[int, str] | None = None, args: tuple = ()):
     port = _free_port()
     self.logs = [ctx.logdir / f"{name}.p{i}.log" for i in range(2)]
     self.procs = []
@@ -142,7 +155,8 @@ class Cluster:
       cmd = [*prefix, sys.executable, "-m", "tools.aimed_train", f"--config={CONFIG}", f"--workdir={workdir}",
              "--config.distributed.initialize=True", "--config.distributed.cpu_collectives=gloo",
              f"--config.distributed.coordinator_address=127.0.0.1:{port}", "--config.distributed.num_processes=2",
-             f"--config.distributed.process_id={i}", f"--config.distributed.peer_timeout_seconds={PEER_TIMEOUT}"]
+             f"--config.distributed.process_id={i}", f"--config.distributed.peer_timeout_seconds={PEER_TIMEOUT}",
+             *args]
       with open(self.logs[i], "w") as log:
         self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=penv, stdout=log, stderr=subprocess.STDOUT,
                                            start_new_session=True))
@@ -523,7 +537,7 @@ def _scenario(ctx: Context, faults: list[Fault], label: str, processes: str) -> 
           prefix = tmpfs.prefix
         view = tmpfs.view if tmpfs else workdir
         for i, fault in enumerate(faults):
-          newest = None if i and faults[i - 1].kind == "torn" else max(_committed(view), default=0)
+          newest = None if _after_damage(faults[:i]) else max(_committed(view), default=0)
           try:
             step, message = _fault_run(ctx, fault, f"{name}.{i}", str(workdir), view, prefix, tmpfs, newest)
           except Missed:
@@ -536,10 +550,11 @@ def _scenario(ctx: Context, faults: list[Fault], label: str, processes: str) -> 
           steps.append(step)
           messages.append(message)
         last = faults[len(steps) - 1]
-        newest = None if last.kind == "torn" else max(_committed(view), default=0)
+        damaged = next((f for f in reversed(faults[:len(steps)]) if f.kind in DAMAGE_KINDS), None)
+        newest = None if _after_damage(faults[:len(steps)]) else max(_committed(view), default=0)
         restored = _resume(ctx, str(workdir), name, prefix=prefix)
-        if last.kind == "torn" and re.search(rf"restored step {_torn_step(steps[-1])}\b", restored):
-          raise Failed(f"the torn step {_torn_step(steps[-1])} was taken for a checkpoint")
+        if damaged and re.search(rf"restored step {damaged.after_step}\b", restored):
+          raise Failed(f"the damaged step {damaged.after_step} was taken for a checkpoint")
         _check_resumed_from(newest, _restored_step(restored), "the restart")
         messages.append(f"restart: {restored or 'from scratch'}")
         workdir = view
@@ -561,8 +576,13 @@ def _scenario(ctx: Context, faults: list[Fault], label: str, processes: str) -> 
              f"{'; '.join(messages)} [logs: {ctx.logdir}/{name}.*]", time.monotonic() - start, missed)
 
 
-def _torn_step(label: str) -> int:
-  return int(label.split(" ")[0])
+def _after_damage(faults: list[Fault]) -> bool:
+  """Whether the newest step may be damaged after ``faults`` (a damage fault not followed by a launch that set it
+  aside: a refused launch moves nothing), so that the next launch resumes from an older step or from scratch."""
+  for fault in reversed(faults):
+    if fault.kind != "changed":
+      return fault.kind in DAMAGE_KINDS
+  return False
 
 
 def _restored_step(text: str) -> int:
@@ -586,6 +606,8 @@ def _fault_run(ctx: Context, fault: Fault, name: str, workdir: str, view: Path, 
   kind, hit = fault.kind, fault.processes
   survivors = tuple(i for i in (0, 1) if i not in hit)
   aimed = kind in ("kill9", "sigstop", "sigterm", "enospc")
+  if kind == "changed":
+    return _changed_run(ctx, name, workdir, view, prefix)
   cluster = Cluster(ctx, workdir, name, prefix=prefix, marks={i: fault.mark() for i in hit} if aimed else None)
   try:
     if aimed:  # each hit process stops itself at the mark; the fault strikes there (after the delay, running)
@@ -637,9 +659,18 @@ def _fault_run(ctx: Context, fault: Fault, name: str, workdir: str, view: Path, 
       filler = view / "filler"  # leaves half a checkpoint free: the next write fails part-way
       with open(filler, "wb") as f:
         f.write(b"\0" * max(tmpfs.free_bytes() - ctx.checkpoint_bytes // 2, 0))
-      committed_before = _committed(view)
-      for i in hit:
-        cluster.signal(i, signal.SIGCONT)
+        committed_before = _committed(view)
+        for i in hit:
+          cluster.signal(i, signal.SIGCONT)
+        # topped up while the run goes on: Orbax deleting an old step (keep=2) after a commit frees a checkpoint's
+        # room, which would let the next write through
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while any(c is None for c in cluster.codes()) and time.monotonic() < deadline:
+          spare = tmpfs.free_bytes() - ctx.checkpoint_bytes // 2
+          if spare > 0:
+            f.write(b"\0" * spare)
+            f.flush()
+          time.sleep(0.02)
       codes = cluster.wait(RUN_TIMEOUT)
       logs = cluster.log(0) + cluster.log(1)
       if all(c == 0 for c in codes):
@@ -652,8 +683,9 @@ def _fault_run(ctx: Context, fault: Fault, name: str, workdir: str, view: Path, 
       committed = _committed(view)
       if max(committed_before, default=0) > max(committed, default=0):
         raise Failed(f"checkpoints lost: {committed_before} before the disk filled up, {committed} after")
-    elif kind == "torn":
-      # a crash right after step `after_step` is committed, and a filesystem that lost part of that step's files
+    elif kind in DAMAGE_KINDS:
+      # a crash right after step `after_step` is committed, and a filesystem that lost part of that step's files:
+      # cut short (torn) or never written (partial: the array data files of the process)
       torn = fault.after_step
       cluster.wait_for((view / "checkpoints" / str(torn)).exists, RUN_TIMEOUT, f"step {torn} to be committed")
       for i in (0, 1):
@@ -661,14 +693,18 @@ def _fault_run(ctx: Context, fault: Fault, name: str, workdir: str, view: Path, 
       cluster.wait(RUN_TIMEOUT)
       cut = 0
       for path in (view / "checkpoints" / str(torn) / "state" / f"ocdbt.process_{hit[0]}").rglob("*"):
-        if path.is_file() and path.stat().st_size > 64:
+        if kind == "torn" and path.is_file() and path.stat().st_size > 64:
           with open(path, "r+b") as f:
             f.truncate(16)
           cut += 1
+        elif kind == "partial" and path.is_file() and path.parent.name == "d":
+          path.unlink()
+          cut += 1
       if not cut:
-        raise Failed(f"no file of process {hit[0]} to cut short in step {torn}")
-      label = f"{torn} (torn)"
-      message = f"{cut} file(s) of process {hit[0]} in step {torn} cut short after a crash"
+        raise Failed(f"no file of process {hit[0]} to damage in step {torn}")
+      label = f"{torn} ({kind})"
+      message = (f"{cut} file(s) of process {hit[0]} in step {torn} "
+                 f"{'cut short' if kind == 'torn' else 'missing'} after a crash")
     else:
       raise ValueError(f"unknown fault kind {kind!r}")
   finally:
@@ -676,6 +712,31 @@ def _fault_run(ctx: Context, fault: Fault, name: str, workdir: str, view: Path, 
   restored = _restored_step(cluster.log(0))
   _check_resumed_from(newest, restored, "the launch")
   return label, f"{f'resumed from step {restored}' if restored else 'from scratch'}: {message}"
+
+
+def _changed_run(ctx: Context, name: str, workdir: str, view: Path, prefix: tuple) -> tuple:
+  """A launch of both processes with another optimiser (:data:`CHANGED_ARGS`) on a workdir with checkpoints: both
+  must stop non-zero, their last log line naming the step that does not fit and a leaf of the optimiser state, and
+  leave every checkpoint and config.json as they were."""
+  before = _committed(view)
+  config_before = (view / "config.json").read_bytes()
+  if not before:
+    raise Failed("no checkpoint to refuse: the changed optimiser needs a workdir with checkpoints")
+  cluster = Cluster(ctx, workdir, name, prefix=prefix, args=CHANGED_ARGS)
+  try:
+    codes = cluster.wait(RUN_TIMEOUT)
+  finally:
+    cluster.kill()
+  lines = [_last_line(cluster.log(i)) for i in (0, 1)]
+  if any(c in (0, None) for c in codes):
+    raise Failed(f"a run with another optimiser was not refused (exit codes {codes}): {lines}")
+  if not all(re.search(r"does not fit this run's state \(opt_state\.", line) for line in lines):
+    raise Failed(f"the refusal does not name a leaf of the optimiser state: {lines}")
+  if _committed(view) != before or (view / "config.json").read_bytes() != config_before:
+    raise Failed(f"the refused run changed the workdir: checkpoints {before} -> {_committed(view)}"
+                 f"{', config.json rewritten' if (view / 'config.json').read_bytes() != config_before else ''}")
+  refusal = lines[0][lines[0].index("checkpoint: step"):]
+  return "changed optimiser", f"refused (exit codes {codes}): {refusal[:200]}..."
 
 
 def _committed(view: Path) -> list[int]:
@@ -761,6 +822,15 @@ def run_quick(ctx: Context, with_enospc: bool = True) -> list[Row]:
   return [run_chain(ctx, chain)]
 
 
+def checkpoint_chain() -> list[Fault]:
+  return [Fault(kind, processes, step, 0.0, phase=phase) for kind, processes, step, phase in CHECKPOINT_CHAIN]
+
+
+def run_checkpoints(ctx: Context) -> list[Row]:
+  """The checkpoint subset `make test` runs: :data:`CHECKPOINT_CHAIN` as one chain on one workdir."""
+  return [run_chain(ctx, checkpoint_chain())]
+
+
 def print_table(rows: list[Row], out=sys.stdout) -> None:
   header = ("#", "fault", "process", "step", "bit-identical", "outcome", "seconds", "message")
   table = [header] + [(str(i), r.fault, r.processes, r.step, r.identical, "ok" if r.ok else "FAILED",
@@ -774,7 +844,9 @@ def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--faults", type=int, default=20)
   parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--quick", action="store_true", help="the CI subset: one fault of the main kinds")
+  parser.add_argument("--quick", action="store_true", help="the quick subset: one fault of the main kinds")
+  parser.add_argument("--checkpoints", action="store_true", help="the checkpoint subset `make test` runs: torn, "
+                      "partial, changed on one workdir")
   parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated kinds to draw from")
   parser.add_argument("--only", default=None, help="these faults: KIND:PROCESSES:STEP[:OUTAGE_SECONDS],... where STEP "
                       f"may be a phase after the last step ({', '.join(sorted(PHASES))}); e.g. sigstop:0:8,"
@@ -786,7 +858,10 @@ def main(argv=None) -> int:
   unknown = set(kinds) - set(KINDS)
   if unknown:
     parser.error(f"unknown kinds {sorted(unknown)}; known: {KINDS}")
-  faults = quick_chain() if args.quick else random_faults(args.faults, args.seed, kinds)
+  if args.checkpoints:
+    faults = checkpoint_chain()
+  else:
+    faults = quick_chain() if args.quick else random_faults(args.faults, args.seed, kinds)
   if args.only:
     faults = []
     for one in args.only.split(","):
@@ -798,9 +873,10 @@ def main(argv=None) -> int:
   if no_tmpfs:
     print(f"enospc faults skipped: {no_tmpfs}", file=sys.stderr)
     faults = [f for f in faults if f.kind != "enospc"]
-  if args.quick:
-    print(f"quick: {' > '.join(f.kind for f in faults)} on one workdir", flush=True)
-  root = Path(args.keep or tempfile.mkdtemp(prefix="attnjax_faults_"))
+  if args.quick or args.checkpoints:
+    print(f"{'quick' if args.quick else 'checkpoints'}: {' > '.join(f.kind for f in faults)} on one workdir",
+          flush=True)
+  root = Path(args.keep or tempfile.mkdtemp(prefix="attnjax_faults_")).resolve()  # Orbax needs absolute paths
   root.mkdir(parents=True, exist_ok=True)
   ctx = Context(root, args.seed)
   t0 = time.monotonic()
@@ -809,6 +885,8 @@ def main(argv=None) -> int:
   rows = []
   if args.quick:
     rows = run_quick(ctx, with_enospc=not no_tmpfs)
+  elif args.checkpoints:
+    rows = run_checkpoints(ctx)
   else:
     for i, fault in enumerate(faults, 1):
       rows.append(run_fault(ctx, fault))

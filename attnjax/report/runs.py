@@ -134,6 +134,15 @@ def _read_json_file(path: epath.Path) -> tuple[Any, bool]:
   return (value, True) if isinstance(value, dict) else (None, False)
 
 
+def _set_aside(path: epath.Path) -> list[dict]:
+  """The entries of a workdir's record of damaged checkpoint steps set aside (a JSON list; [] if none or unreadable)."""
+  try:
+    value = json.loads(fs.read_text(path)) if path.exists() else []
+  except (ValueError, OSError):
+    return []
+  return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
+
+
 def _scores(metrics: dict | None) -> dict:
   return {key: value for key, value in (metrics or {}).items()
           if key in METRIC_TITLES and isinstance(value, (int, float)) and not isinstance(value, bool)}
@@ -288,7 +297,8 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
     ("translation" | "summarization" | "extractive_qa" | None), "model" (config's model section), "label", "headline",
     "split", "metrics_file", "step", "steps", "examples", "scores" ({metric: number}), "state", "unreadable" ([file
     names]), "launch", "config", "metrics" (the files as read), "other_splits" ({split: scores} of the other
-    metrics files), "eval_curves" ({tag: [[step, value], ...]})}``. ``state`` is what the
+    metrics files), "eval_curves" ({tag: [[step, value], ...]}), "checkpoints_set_aside" (the damaged checkpoint
+    steps a restart set aside: ``checkpoints.unreadable/set_aside.json``'s entries)}``. ``state`` is what the
     tables show: "evaluated" (the scores), else "running", "pending", "failed", "no evaluation" or "unreadable:
     <file>[, <file>]".
   """
@@ -353,6 +363,7 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
   record["target"] = record["target"] or config.get("target")
   record["parameters"] = _parameters(config, directory, record["run"])
   record["trained_step"], record["train_seconds"] = _training(directory)
+  record["checkpoints_set_aside"] = _set_aside(directory / "checkpoints.unreadable" / "set_aside.json")
   record["tokens_per_s"] = None
   if curves:
     scalars = read_scalars(directory / "tensorboard")

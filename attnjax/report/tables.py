@@ -409,6 +409,12 @@ def render_markdown(records: list[dict], *, plots: dict[str, str] | None = None,
               "archived run trained, reproducing every archived score exactly: the replay's scores (with those the "
               "archive lacked) beside the archived run's throughput and wall time, which are the budget's: "
               f"{', '.join(f'`{run}`' for run in replays)}.", ""]
+  damaged = [(r["run"], e) for r in records for e in r.get("checkpoints_set_aside") or []]
+  if damaged:
+    lines += [f"{len(damaged)} damaged checkpoint step{'s' if len(damaged) != 1 else ''} set aside by a restart "
+              "(`checkpoints.unreadable/set_aside.json`): "
+              + "; ".join(f"`{run}` step {e.get('step')} ({e.get('file') or 'a file of the step'}: {e.get('reason')}; "
+                          f"the run then {e.get('then')})" for run, e in damaged) + ".", ""]
   lines += ["Each cell: our score on the run's evaluated split (column `split`, `metrics.<split>.json`: `test`, or "
             "`validation` for a task without a test split or a sweep selected on validation), then in parentheses the "
             "seed study's reported score where it reports one. A run without a score says why: `running`, `pending`, "

@@ -11,10 +11,13 @@ background, and Orbax commits a step by an atomic rename, so an interrupted writ
 Evaluation restores only the parameters (:meth:`Checkpointer.restore_params`, an Orbax partial restore): no
 optimiser state is read, which for Adam is two thirds of the bytes.
 
-Restoring walks the steps from the newest down: a step whose files are damaged (e.g. a truncated copy) is skipped with
-a warning and the previous one is used. On several processes they agree: a step is used only if every process could
-read its part, else all of them fall back together. A skipped step is set aside (moved to ``<directory>.unreadable/``
-on a local disk, deleted in a bucket) so that the resumed run can write that step again. Restoring into a different
+Restoring walks the steps from the newest down and tells a changed run from damaged bytes. A step whose saved tree
+does not fit the run's state (another model or optimiser under the workdir) stops the run, naming the first differing
+leaves, and every checkpoint stays. A step whose bytes cannot be read (a file cut short by a crash, a missing array
+file, a damaged metadata file) is set aside (moved to ``<directory>.unreadable/`` on a local disk, deleted in a
+bucket; each one recorded in ``<directory>.unreadable/set_aside.json``) and the previous step is tried; when none is
+left the run starts from scratch. On several processes every process judges the step and they agree before any acts:
+all restore the same step, set aside the same ones, or stop together. Restoring into a different
 mesh is a matter of the target shardings passed in ``abstract_state``; Orbax reshards.
 
 A write that fails (a full disk, a bucket that keeps failing after the client's retries) raises
@@ -25,7 +28,9 @@ never lists as a checkpoint and removes on the next start.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import socket
 import time
 from typing import Any
@@ -173,52 +178,108 @@ class Checkpointer:
     return (min(scored) if self.best_mode == "min" else max(scored))[1]
 
   def restore(self, abstract_state, step: int | None = None) -> tuple[Any, dict, int, dict] | None:
-    """Restores ``step`` (default: the newest readable one) into ``abstract_state``'s shapes and shardings.
+    """Restores ``step`` (default: the newest usable one) into ``abstract_state``'s shapes and shardings.
 
-    Returns ``(state, data_state, step, meta)``, or None if there is no checkpoint. A damaged step is skipped with a
-    warning in favour of an older one, and set aside once an older one is restored; if an explicitly requested step
-    is damaged the error is raised. If no step can be restored (the run's state no longer fits any of them: another
-    model or optimiser layout), nothing is set aside and :class:`CheckpointRestoreError` names the newest step and
-    why: training from scratch there would bury every checkpoint of the run.
+    Returns ``(state, data_state, step, meta)``, or None if there is no checkpoint to resume from. Each step, newest
+    first, is judged on every process and the judgements agreed before any process acts (:func:`decide`):
+
+    * **changed**: the step's saved tree does not fit ``abstract_state`` (a leaf missing or added, a shape or dtype
+      changed: another model or optimiser under this workdir). :class:`CheckpointRestoreError` names the first
+      differing leaves and nothing is moved: training from scratch there would bury every checkpoint of the run.
+    * **damaged**: its bytes cannot be read (a truncated or missing array file, a damaged metadata file, a read error,
+      twice). The step is set aside (:meth:`_set_aside`, recorded in ``<directory>.unreadable/set_aside.json``) with
+      one warning naming the step and the file, and the next older step is judged; when none is left the run starts
+      from scratch (None): the crash already lost what those steps held.
+    * **usable**: restored.
+
+    An explicitly requested ``step`` is never set aside: damage raises :class:`CheckpointRestoreError` naming it.
     """
     candidates = [step] if step is not None else sorted(self.steps(), reverse=True)
-    unreadable: list[tuple[int, str]] = []
+    damaged: list[dict] = []  # agreed damaged, newest first: set aside once a step is restored or none is left
     for candidate in candidates:
-      try:
-        restored, error = self.manager.restore(candidate, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(abstract_state), data=ocp.args.JsonRestore(),
-            meta=ocp.args.JsonRestore())), None
-      except Exception as e:  # pylint: disable=broad-except
-        if step is not None and jax.process_count() == 1:
-          raise
-        restored, error = None, e
-      # Every process reads its own part: all of them must have read this step, or they would resume from different
-      # steps (different parameters, data positions and step counts: a hang at the first collective they disagree on).
-      failed = _processes_that_failed(error is not None)
-      if not failed:
+      verdict = _agree(self._judge_layout(candidate, abstract_state))
+      restored = None
+      if verdict["kind"] == USABLE:
+        restored, verdict = self._read(candidate, abstract_state)
+      if verdict["kind"] == CHANGED:
+        raise CheckpointRestoreError(
+            f"checkpoint: step {candidate} in {self.directory} does not fit this run's state ({verdict['reason']}); "
+            f"{len(self.steps())} step(s) left in place. Resume with the model and optimiser that wrote them, or "
+            "start another --workdir.")
+      if verdict["kind"] == USABLE:
         logging.info("checkpoint: restored step %d from %s", candidate, self.directory)
-        for bad, _ in unreadable:  # newer steps that could not be read: out of the way of the steps to come
-          self._set_aside(bad)
+        self._set_aside_all(damaged, then=f"restored step {candidate}")
         return restored["state"], restored["data"], candidate, dict(restored["meta"] or {})
-      reason = f"{type(error).__name__}: {_first_line(error)[:300]}" if error is not None else "see its log"
+      where = f"{verdict['file'] or 'a file of the step'} on process {verdict['process']}: {verdict['reason']}"
       if step is not None:
-        raise RuntimeError(f"checkpoint: step {candidate} in {self.directory} is unreadable on process(es) {failed}"
-                           f" (this one, {_process()}: {reason})") from error
-      logging.warning("checkpoint: step %d in %s is unreadable on process(es) %s (here: %s); falling back to the "
-                      "previous step", candidate, self.directory, failed, reason if error is not None else "read fine")
-      unreadable.append((candidate, reason))
-    if unreadable:
-      newest, reason = unreadable[0]
-      raise CheckpointRestoreError(
-          f"checkpoint: none of the {len(unreadable)} step(s) in {self.directory} can be restored into this run's "
-          f"state (newest, step {newest}: {reason}); they are left in place. Was the model or the optimiser changed "
-          "under this workdir? Resume with the code and config that wrote them, or start another --workdir.")
+        raise CheckpointRestoreError(f"checkpoint: step {candidate} in {self.directory} is damaged ({where})")
+      older = [c for c in candidates if c < candidate]
+      logging.warning("checkpoint: step %d in %s is DAMAGED (%s); it will be set aside, %s", candidate,
+                      self.directory, where, f"trying step {older[0]}" if older else "and the run starts from scratch")
+      damaged.append({"step": candidate, **{k: verdict[k] for k in ("process", "file", "reason")}})
+    if damaged:
+      self._set_aside_all(damaged, then="started from scratch")
     return None
 
-  def _set_aside(self, step: int) -> None:
-    """Moves an unreadable step out of the way (on every process's say-so, see :meth:`restore`): left in place it
+  def _judge_layout(self, step: int, abstract_state) -> dict:
+    """This process's verdict on ``step`` from its saved tree alone (no array is read): usable so far, changed (the
+    first differing leaves), or damaged (the tree metadata cannot be read)."""
+    state_dir = self.directory / str(step) / "state"
+    try:
+      saved = ocp.StandardCheckpointHandler().metadata(state_dir)
+    except Exception as e:  # pylint: disable=broad-except
+      return _verdict(DAMAGED, e, self.directory / str(step))
+    differences = layout_differences(getattr(saved, "tree", saved), abstract_state)
+    if differences:
+      more = f" and {len(differences) - 3} more" if len(differences) > 3 else ""
+      return {"kind": CHANGED, "file": None, "reason": "; ".join(differences[:3]) + more}
+    return {"kind": USABLE, "file": None, "reason": ""}
+
+  def _read(self, step: int, abstract_state) -> tuple[Any, dict]:
+    """``(restored items or None, the agreed verdict)``. Each process reads its own part with no collective (a process
+    whose read fails midway would leave the others waiting in Orbax's closing barrier, or meet them in the wrong
+    collective); then they agree. A failed read (on any process) is tried once more by every process before it counts
+    as damage: a bucket's passing error must not cost a checkpoint."""
+    args = ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state), data=ocp.args.JsonRestore(),
+                              meta=ocp.args.JsonRestore())
+    for attempt in range(2):
+      restored = None
+      try:
+        restored = _this_process_reader().restore(self.directory / str(step), args=args)
+        local = {"kind": USABLE, "file": None, "reason": ""}
+      except Exception as e:  # pylint: disable=broad-except
+        local = _verdict(DAMAGED, e, self.directory / str(step))
+      verdict = _agree(local)
+      if verdict["kind"] == USABLE or attempt == 1:
+        return restored, verdict
+      logging.warning("checkpoint: reading step %d failed on process %d (%s); every process tries once more", step,
+                      verdict["process"], verdict["reason"])
+      time.sleep(1.0)
+    raise AssertionError("not reached")
+
+  def _set_aside_all(self, damaged: list[dict], then: str) -> None:
+    """Sets aside every agreed-damaged step and records them (process 0) in ``<directory>.unreadable/set_aside.json``
+    (a list: step, process, file, reason, where it went, what the run did then, time)."""
+    if not damaged:
+      return
+    entries = [dict(entry, moved_to=self._set_aside(entry["step"]), then=then,
+                    time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())) for entry in damaged]
+    if jax.process_index() == 0:
+      record = set_aside_record(self.directory)
+      try:
+        previous = fs.read_json(record) if record.exists() else []
+        fs.write_json(record, list(previous) + entries, indent=1)
+      except Exception as e:  # pylint: disable=broad-except
+        logging.warning("checkpoint: could not record the steps set aside in %s (%s)", record, _first_line(e))
+    logging.warning("checkpoint: %d damaged step(s) set aside (%s); the run %s", len(entries),
+                    ", ".join(str(e["step"]) for e in entries), then)
+
+  def _set_aside(self, step: int) -> str | None:
+    """Moves a damaged step out of the way (on every process's say-so, see :meth:`restore`): left in place it
     would stop the resumed run from saving that step again (Orbax refuses an existing step). On a local disk it goes
-    to ``<directory>.unreadable/<step>-<time>`` for inspection; in a bucket (no atomic rename) it is deleted."""
+    to ``<directory>.unreadable/<step>-<time>`` for inspection; in a bucket (no atomic rename) it is deleted. Returns
+    where it went ("deleted", or the path; None where it could not be moved)."""
+    where = None
     if jax.process_index() == 0:
       source = self.directory / str(step)
       try:
@@ -229,15 +290,16 @@ class Checkpointer:
           target = self.directory.parent / f"{self.directory.name}.unreadable" / f"{step}-{int(time.time())}"
           target.parent.mkdir(parents=True, exist_ok=True)
           os.replace(source, target)
-          where = f"moved to {target}"
-        logging.warning("checkpoint: unreadable step %d %s", step, where)
+          where = str(target)
+        logging.warning("checkpoint: damaged step %d %s", step, where if where == "deleted" else f"moved to {where}")
       except Exception as e:  # pylint: disable=broad-except
-        logging.warning("checkpoint: could not set aside unreadable step %d (%s: %s)", step, type(e).__name__,
+        logging.warning("checkpoint: could not set aside damaged step %d (%s: %s)", step, type(e).__name__,
                         _first_line(e))
     if jax.process_count() > 1:
       from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
       multihost_utils.sync_global_devices(f"attnjax checkpoint set aside {step}")
     self.manager.reload()
+    return where
 
   def restore_bookkeeping(self, step: int) -> tuple[dict, dict]:
     """``(data_state, meta)`` of ``step`` alone: the data position and the bookkeeping, without the state."""
@@ -271,10 +333,143 @@ class Checkpointer:
       logging.error("checkpoint: the write in flight failed after the run's error: %s", self._write_error(e))
 
 
-def _processes_that_failed(failed_here: bool) -> list[int]:
-  """The indices of the processes for which ``failed_here`` is True (one all-gather when there are several)."""
+def _this_process_reader():
+  """An Orbax checkpointer that restores this process's part of a step on its own: no barrier with the others (a
+  one-process view of the run). Restoring a sharded array needs none: each process reads its addressable shards."""
+  this = jax.process_index()
+  options = ocp.options.MultiprocessingOptions(primary_host=this, active_processes={this})
+  handler = ocp.CompositeCheckpointHandler(state=ocp.StandardCheckpointHandler(multiprocessing_options=options),
+                                           data=ocp.JsonCheckpointHandler(multiprocessing_options=options),
+                                           meta=ocp.JsonCheckpointHandler(multiprocessing_options=options))
+  return ocp.Checkpointer(handler, multiprocessing_options=options)
+
+
+def set_aside_record(directory) -> Any:
+  """Where a checkpoint directory records the damaged steps it set aside (a JSON list; see Checkpointer.restore)."""
+  directory = fs.path(directory)
+  return directory.parent / f"{directory.name}.unreadable" / "set_aside.json"
+
+
+def layout_differences(saved_tree, abstract_state) -> list[str]:
+  """How a saved tree (Orbax's metadata: leaves with ``shape`` and ``dtype``) differs from the state a run restores
+  into, leaf by leaf in the saved order: ``"<path>: missing from the checkpoint"``, ``"<path>: not in this run's
+  state"``, ``"<path>: saved float32[4, 8], expected float32[4, 16]"``. Empty when the state fits. Integer widths are
+  not compared (a scalar step is int64 or int32 with and without ``jax_enable_x64``)."""
+  saved = _leaves(saved_tree)
+  expected = _leaves(ocp.tree.serialize_tree(abstract_state, keep_empty_nodes=True))  # (empty nodes: no leaves)
+  out = [f"{path}: not in this run's state" for path in saved if path not in expected]
+  out += [f"{path}: missing from the checkpoint" for path in expected if path not in saved]
+  for path, leaf in saved.items():
+    if path in expected:
+      (shape, dtype), (want_shape, want_dtype) = _shape_dtype(leaf), _shape_dtype(expected[path])
+      same_dtype = dtype == want_dtype or (np.issubdtype(dtype, np.integer) and np.issubdtype(want_dtype, np.integer))
+      if shape != want_shape or not same_dtype:
+        out.append(f"{path}: saved {dtype}{list(shape)}, expected {want_dtype}{list(want_shape)}")
+  return out
+
+
+def _leaves(tree) -> dict[str, Any]:
+  def name(key) -> str:
+    for attribute in ("key", "name", "idx"):
+      if hasattr(key, attribute):
+        return str(getattr(key, attribute))
+    return str(key)
+  flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+  return {".".join(name(k) for k in path): leaf for path, leaf in flat}
+
+
+def _shape_dtype(leaf) -> tuple[tuple[int, ...], np.dtype]:
+  dtype = getattr(leaf, "dtype", None)
+  try:
+    dtype = np.dtype(dtype)
+  except TypeError:  # a typed PRNG key (dtype key<fry>): saved as its uint32 data
+    dtype = np.dtype(jax.random.key_data(jax.ShapeDtypeStruct(leaf.shape, leaf.dtype)).dtype)
+  return tuple(getattr(leaf, "shape", ())), dtype
+
+
+# A process's verdict on one checkpoint step (see Checkpointer.restore)
+USABLE, CHANGED, DAMAGED = "usable", "changed", "damaged"
+_VERDICT_BYTES = 4096  # a verdict travels between processes as this many bytes of JSON
+
+
+def _strip(text: str) -> str:
+  """A TensorStore or Orbax message without the spec and the repr of a bound method TensorStore appends."""
+  return re.split(r"\s*\[tensorstore_spec=|\s*See full TensorStore details", text)[0]
+
+
+def _clean(text: str) -> str:
+  """A TensorStore or Orbax message as one readable line (at most 300 characters)."""
+  return re.sub(r"\s+", " ", _strip(text)).strip()[:300]
+
+
+def _damaged_file(error: BaseException, step_dir) -> str | None:
+  """The file of ``step_dir`` that ``error`` (or an exception it came from) names, or the first of the step's JSON
+  files that does not parse (Orbax's JSON errors name none); None if neither."""
+  texts, seen = [], error
+  while seen is not None and len(texts) < 8:
+    texts.append(_strip(str(seen)))
+    seen = seen.__cause__ or seen.__context__
+  root = str(step_dir).rstrip("/")
+  for text in texts:
+    missing = re.search(r"named (\S+)\) does not exist at (\S+?)\.?$", text)  # Orbax's missing metadata file
+    if missing:
+      return f"{missing.group(2)}/{missing.group(1)}"
+    named = [quoted or bare for quoted, bare in re.findall(r'"([^"\s]+)"|(\S+/[^\s"\']+)', text)]
+    files = [p.rstrip(".,:;") for p in named if root in p and not p.endswith("/")]
+    if files:
+      return files[-1]  # TensorStore names the database, then the file it failed on
+  for text in texts:  # a chunk whose bytes are short: TensorStore names its key in the database, not the data file
+    chunk = re.search(r'Error reading "([^"]+)" in OCDBT database at \S+ file "([^"]+)"', text)
+    if chunk:
+      return f"{chunk.group(2).rstrip('/')}/ (array chunk {chunk.group(1)})"
+  step_dir = fs.path(step_dir)
+  json_files = [step_dir / "_CHECKPOINT_METADATA", *(step_dir / item / "metadata" for item in ("data", "meta")),
+                step_dir / "state" / "_METADATA", step_dir / "state" / "_sharding"]
+  try:
+    json_files += sorted((step_dir / "state" / "array_metadatas").glob("*"))
+    for path in json_files:
+      if path.exists():
+        try:
+          json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError):
+          return str(path)
+  except OSError:
+    pass
+  return None
+
+
+def _verdict(kind: str, error: BaseException, step_dir) -> dict:
+  """A damage verdict: the file named (see :func:`_damaged_file`) and the most telling message of ``error``'s chain
+  (TensorStore's own status, e.g. ``OUT_OF_RANGE: ...``, over Orbax's wrapper around it), on one line."""
+  chain, seen = [], error
+  while seen is not None and len(chain) < 8:
+    chain.append(seen)
+    seen = seen.__cause__ or seen.__context__
+  telling = next((e for e in chain if re.match(r"[A-Z_]{4,}: ", str(e))), error)
+  return {"kind": kind, "file": _damaged_file(error, step_dir),
+          "reason": f"{type(telling).__name__}: {_clean(_first_line(telling))}"}
+
+
+def decide(verdicts: list[dict]) -> dict:
+  """The one verdict every process acts on, from each process's own (index = process): changed if any process
+  found the layout changed (the run must not go on), else damaged if any could not read its part (all fall back
+  together: resuming from different steps would hang them at the first collective), else usable. The chosen
+  verdict carries the process that gave it."""
+  for kind in (CHANGED, DAMAGED):
+    for process, verdict in enumerate(verdicts):
+      if verdict["kind"] == kind:
+        return dict(verdict, process=process)
+  return {"kind": USABLE, "file": None, "reason": "", "process": None}
+
+
+def _agree(verdict: dict) -> dict:
+  """:func:`decide` over every process's ``verdict`` (one all-gather of fixed-size JSON when there are several)."""
   if jax.process_count() == 1:
-    return [0] if failed_here else []
+    return decide([verdict])
   from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
-  flags = np.asarray(multihost_utils.process_allgather(np.array([failed_here]))).reshape(-1)
-  return [int(i) for i in np.flatnonzero(flags)]
+  verdict = dict(verdict, reason=verdict["reason"][:300], file=(verdict["file"] or "")[-300:] or None)
+  text = json.dumps(verdict).encode()  # ASCII: at most 6 bytes a character, under the buffer's 4096
+  buffer = np.zeros(_VERDICT_BYTES, np.uint8)
+  buffer[:len(text)] = np.frombuffer(text, np.uint8)
+  rows = np.asarray(multihost_utils.process_allgather(buffer)).reshape(jax.process_count(), _VERDICT_BYTES)
+  return decide([json.loads(bytes(row).rstrip(b"\0").decode()) for row in rows])

@@ -20,7 +20,7 @@ from attnjax.data.spans import SpanBatcher
 from attnjax.data.tasks import Vocabularies, load_task
 from attnjax.models.registry import build_model
 from attnjax.runtime import partitioning
-from attnjax.runtime.checkpointing import Checkpointer
+from attnjax.runtime.checkpointing import Checkpointer, CheckpointRestoreError
 from attnjax.runtime.processes import maybe_initialize_distributed
 from attnjax.training import provenance, steps, summaries, warm_start, workdir_lock
 from attnjax.training.watchdog import PeerWatchdog, exit_now, this_process
@@ -352,6 +352,8 @@ def _with_failure_handling(config, workdir, on_step, allow_config_change, lock) 
     where = watchdog.where
     peer = watchdog.dead_peer(wait=3 * watchdog.interval)  # a peer that died takes this process down with it
     peer = f"The failed peer: {peer}. " if peer else "Every peer is alive: the failure is this process's own. "
+    if isinstance(e, CheckpointRestoreError):  # every process refused alike, for a reason it names: no trace
+      exit_now(1, f"{this_process()} failed while {where}: {e}")
     exit_now(1, f"{this_process()} failed while {where}: {type(e).__name__}: {e}\n{peer}Exiting without "
               f"waiting for the other processes or for checkpoint writes in flight (a step is a checkpoint only once "
               f"every process has written its part). Restart all processes to resume from the newest complete "
@@ -384,10 +386,10 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
   exp = Experiment(config, workdir)
   opened.append(exp)
   _check_best_metric(config.train.best_metric, exp.metrics)  # an evaluation of a checkpoint ranks nothing
-  config_lib.save_config(config, workdir)
   t = config.train
   where("restoring the newest checkpoint")
   start = exp.restore()
+  config_lib.save_config(config, workdir)  # after the restore: a run refused there leaves the workdir as it was
   stopping = {key: exp.meta[key] for key in EARLY_STOPPING_KEYS if key in exp.meta} if start else {}
   # this run's own checkpoint was evaluated and saved because its time was up (not a warm start's: its source's)
   spent = bool(start) and bool(exp.meta.get(TIME_UP_KEY))

@@ -2,12 +2,18 @@
 control of the harness's own comparison."""
 
 import copy
+import json
 import os
+import re
+import subprocess
+import sys
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnjax.runtime.checkpointing import Checkpointer
+from attnjax.runtime import checkpointing
+from attnjax.runtime.checkpointing import Checkpointer, CheckpointRestoreError
 from tools import faults
 
 
@@ -20,27 +26,87 @@ def _abstract():
   return {"w": jax.ShapeDtypeStruct((4,), np.float32)}
 
 
-def test_an_unreadable_step_is_set_aside_so_that_the_resumed_run_can_save_that_step_again(tmp_path):
-  directory = str(tmp_path / "checkpoints")
+def _save(directory, steps, value=lambda step: _state(step)):
   ckpt = Checkpointer(directory, keep=3, best_metric=None, async_save=False)
-  for step in (4, 8):
-    ckpt.save(step, _state(step), {"position": step}, force=True)
+  for step in steps:
+    ckpt.save(step, value(step), {"position": step}, force=True)
   ckpt.close()
-  cut = 0
-  for root, _, files in os.walk(os.path.join(directory, "8", "state")):
-    for name in files:
-      if os.path.getsize(os.path.join(root, name)) > 64:
-        with open(os.path.join(root, name), "r+b") as f:
-          f.truncate(16)  # a disk that lost the end of the last write
-        cut += 1
-  assert cut
+
+
+def _array_files(step_dir):
+  """The array data files of a step (TensorStore's OCDBT ``d/`` files), largest first."""
+  found = [os.path.join(root, name) for root, _, files in os.walk(os.path.join(step_dir, "state"))
+           for name in files if os.path.basename(root) == "d"]
+  return sorted(found, key=os.path.getsize, reverse=True)
+
+
+def _truncate(files):
+  for path in files:
+    with open(path, "r+b") as f:
+      f.truncate(16)  # a disk that lost the end of the last write
+  return files
+
+
+def _truncate_arrays(step_dir):
+  return _truncate(_array_files(step_dir))
+
+
+def _delete_arrays(step_dir):
+  files = _array_files(step_dir)
+  for path in files:
+    os.remove(path)  # writes that never reached the disk
+  return files
+
+
+def _cut_file(relative):
+  def cut(step_dir):
+    path = os.path.join(step_dir, relative)
+    with open(path, "r+b") as f:
+      f.truncate(5)
+    return [path]
+  return cut
+
+
+DAMAGE = {"truncated arrays": _truncate_arrays, "missing array files": _delete_arrays,
+          "damaged tree metadata": _cut_file("state/_METADATA"), "damaged data position": _cut_file("data/metadata")}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_only_step_is_set_aside_recorded_and_the_run_starts_from_scratch(tmp_path, damage, caplog):
+  directory = str(tmp_path / "checkpoints")
+  _save(directory, [4])
+  damaged_files = DAMAGE[damage](os.path.join(directory, "4"))
+  ckpt = Checkpointer(directory, keep=3, best_metric=None, async_save=False)
+  with caplog.at_level("WARNING"):
+    assert ckpt.restore(_abstract()) is None  # a fresh start: the crash already lost what step 4 held
+  assert ckpt.steps() == []
+  loud = [r.getMessage() for r in caplog.records if "is DAMAGED" in r.getMessage()]
+  assert len(loud) == 1 and "step 4" in loud[0] and "starts from scratch" in loud[0], loud
+  [entry] = json.loads((tmp_path / "checkpoints.unreadable" / "set_aside.json").read_text())
+  assert entry["step"] == 4 and entry["process"] == 0 and entry["then"] == "started from scratch"
+  # the file named is the damaged one, as it was in the step directory
+  assert entry["file"] in damaged_files, (entry, damaged_files)
+  assert os.path.isdir(entry["moved_to"]) and os.path.basename(entry["moved_to"]).startswith("4-")
+  assert "bound method" not in entry["reason"] and "tensorstore_spec" not in entry["reason"] and entry["reason"]
+  ckpt.save(4, _state(4.5), {"position": 4}, force=True)  # the fresh run saves step 4 again
+  ckpt.wait()
+  state, _, step, _ = ckpt.restore(_abstract())
+  assert step == 4 and np.array_equal(np.asarray(state["w"]), _state(4.5)["w"])
+  ckpt.close()
+
+
+def test_a_damaged_newest_step_is_set_aside_so_that_the_resumed_run_can_save_that_step_again(tmp_path):
+  directory = str(tmp_path / "checkpoints")
+  _save(directory, [4, 8])
+  assert _truncate_arrays(os.path.join(directory, "8"))
 
   ckpt = Checkpointer(directory, keep=3, best_metric=None, async_save=False)
   state, data, step, _ = ckpt.restore(_abstract())
   assert step == 4 and data == {"position": 4}
   np.testing.assert_array_equal(np.asarray(state["w"]), _state(4)["w"])
   assert ckpt.steps() == [4]
-  assert os.listdir(str(tmp_path / "checkpoints.unreadable"))[0].startswith("8-")  # kept for inspection
+  [entry] = json.loads((tmp_path / "checkpoints.unreadable" / "set_aside.json").read_text())
+  assert entry["step"] == 8 and entry["then"] == "restored step 4"
   # the resumed run reaches step 8 again: Orbax refused to save an existing step before the unreadable one was moved
   ckpt.save(8, _state(8.5), {"position": 8}, force=True)
   ckpt.wait()
@@ -49,6 +115,98 @@ def test_an_unreadable_step_is_set_aside_so_that_the_resumed_run_can_save_that_s
   assert step == 8
   np.testing.assert_array_equal(np.asarray(state["w"]), _state(8.5)["w"])
   ckpt.close()
+
+
+@pytest.mark.parametrize("layout,named", [
+    ({"w": ((8,), np.float32)}, r"w: saved float32\[4\], expected float32\[8\]"),
+    ({"w": ((4,), jnp.bfloat16)}, r"w: saved float32\[4\], expected bfloat16\[4\]"),
+    ({"w": ((4,), np.float32), "mu": ((4,), np.float32)}, r"mu: missing from the checkpoint"),
+    ({"v": ((4,), np.float32)}, r"w: not in this run's state; v: missing from the checkpoint"),
+])
+def test_a_state_that_does_not_fit_is_refused_naming_the_leaf_and_nothing_is_moved(tmp_path, layout, named):
+  import jax  # pylint: disable=g-import-not-at-top
+  directory = str(tmp_path / "checkpoints")
+  _save(directory, [4, 8])
+  ckpt = Checkpointer(directory, keep=3, best_metric=None, async_save=False)
+  abstract = {key: jax.ShapeDtypeStruct(shape, dtype) for key, (shape, dtype) in layout.items()}
+  with pytest.raises(CheckpointRestoreError, match=rf"step 8 in .* does not fit this run's state \({named}\)"):
+    ckpt.restore(abstract)
+  assert ckpt.steps() == [4, 8] and not (tmp_path / "checkpoints.unreadable").exists()
+  ckpt.close()
+
+
+def test_another_optimiser_is_refused_naming_its_state_leaves(tmp_path):
+  """A real train state saved with Adam, resumed with SGD + momentum: the optimiser state's leaves are named."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import optax  # pylint: disable=g-import-not-at-top
+  from attnjax.training.state import TrainState  # pylint: disable=g-import-not-at-top
+  params = {"dense": {"kernel": np.ones((2, 3), np.float32)}}
+  def state(tx):
+    return TrainState(step=np.int32(4), params=params, opt_state=tx.init(params), rng=np.zeros(2, np.uint32))
+  directory = str(tmp_path / "checkpoints")
+  _save(directory, [4], value=lambda _: state(optax.adam(1e-3)))
+  ckpt = Checkpointer(directory, keep=3, best_metric=None, async_save=False)
+  with pytest.raises(CheckpointRestoreError, match=r"opt_state\.0\.count: not in this run's state; "
+                     r"opt_state\.0\.mu\.dense\.kernel: not in this run's state; .* and \d+ more\)"):
+    ckpt.restore(jax.eval_shape(lambda: state(optax.sgd(1e-3, momentum=0.9))))
+  restored, _, step, _ = ckpt.restore(jax.eval_shape(lambda: state(optax.adam(1e-3))))  # the same layout: fine
+  assert step == 4 and np.array_equal(np.asarray(restored.params["dense"]["kernel"]), params["dense"]["kernel"])
+  ckpt.close()
+
+
+def test_every_process_acts_on_the_same_verdict():
+  usable = {"kind": "usable", "file": None, "reason": ""}
+  damaged = {"kind": "damaged", "file": "/w/checkpoints/8/state/d/ab", "reason": "ValueError: OUT_OF_RANGE"}
+  changed = {"kind": "changed", "file": None, "reason": "w: saved float32[4], expected float32[8]"}
+  assert checkpointing.decide([usable, usable])["kind"] == "usable"
+  assert checkpointing.decide([usable, damaged]) == dict(damaged, process=1)  # one process could not read its part
+  assert checkpointing.decide([damaged, changed]) == dict(changed, process=1)  # a changed run is never set aside
+  assert checkpointing.decide([changed, damaged])["process"] == 0
+
+
+def _two_processes(directory, phase, size=4096):
+  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1")
+  port = faults._free_port()  # pylint: disable=protected-access
+  procs = [subprocess.Popen([sys.executable, "-m", "tests.faults.two_process_restore", f"--process_id={i}",
+                             f"--port={port}", f"--directory={directory}", f"--phase={phase}", f"--size={size}"],
+                            cwd=faults.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+           for i in range(2)]
+  outs = [p.communicate(timeout=300) for p in procs]
+  for p, (out, err) in zip(procs, outs):
+    assert p.returncode == 0, err[-3000:]
+  return [json.loads(out.strip().splitlines()[-1]) for out, _ in outs], [err for _, err in outs]
+
+
+def test_two_processes_agree_on_damage_only_one_of_them_can_see_and_on_a_changed_layout(tmp_path):
+  """Process 1's files of a step cut short: process 0 reads its own half fine, yet both fall back to the older step
+  (then, both damaged, to a fresh start) and set aside the same steps; a changed shape is refused by both."""
+  directory = str(tmp_path / "checkpoints")
+  _two_processes(directory, "save")
+  torn = [p for p in _array_files(os.path.join(directory, "8")) if "ocdbt.process_1" in p]
+  assert _truncate(torn)
+  results, logs = _two_processes(directory, "restore")
+  assert [r["step"] for r in results] == [4, 4] and results[0]["w"] == (np.arange(4096) + 4).tolist()
+  for log in logs:
+    # process 1's half of w is the second chunk of the array: TensorStore names its key, and why it is short
+    assert re.search(r"step 8 in .* is DAMAGED \(\S+/8/state/ \(array chunk w/1\) on process 1: ValueError: "
+                     r"OUT_OF_RANGE: .* not valid for value of size 16\); it will be set aside, trying step 4", log), log
+    assert not [line for line in log.splitlines() if "checkpoint:" in line and "bound method" in line]
+  assert sorted(os.listdir(directory)) == ["4"]  # both processes set aside step 8, and only it
+
+  torn = [p for p in _array_files(os.path.join(directory, "4")) if "ocdbt.process_1" in p]
+  assert _truncate(torn)
+  results, _ = _two_processes(directory, "restore")
+  assert [r["step"] for r in results] == [0, 0] and not os.listdir(directory)  # both start from scratch
+  record = json.loads((tmp_path / "checkpoints.unreadable" / "set_aside.json").read_text())
+  assert [(e["step"], e["process"], e["then"]) for e in record] == [(8, 1, "restored step 4"),
+                                                                     (4, 1, "started from scratch")]
+
+  _two_processes(directory, "save")
+  results, _ = _two_processes(directory, "restore", size=8192)
+  for r in results:
+    assert r["step"] == 0 and re.search(r"step 8 .* does not fit .*\(w: saved float32\[4096\], expected "
+                                        r"float32\[8192\]\)", r["error"]), r
+  assert sorted(os.listdir(directory)) == ["4", "8"]
 
 
 def test_peer_timeout_is_a_config_key_checked_by_name():

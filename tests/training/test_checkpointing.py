@@ -109,7 +109,7 @@ def test_truncated_checkpoint_is_detected_and_the_previous_step_used(tmp_path, c
     step = exp.restore()
   exp.checkpointer.close()
   assert step == 10
-  assert any("step 20" in r.getMessage() and "unreadable" in r.getMessage() for r in caplog.records)
+  assert any("step 20" in r.getMessage() and "DAMAGED" in r.getMessage() for r in caplog.records)
 
 
 def test_latest_and_best_checkpoints_are_both_kept(tmp_path):
@@ -133,7 +133,8 @@ def test_a_state_that_fits_no_checkpoint_stops_the_run_and_every_checkpoint_stay
     ckpt.save(step, {"w": np.arange(3.0) + step}, {"position": step}, force=True)
   ckpt.wait()
   other_layout = {"w": jax.ShapeDtypeStruct((3,), np.float64), "mu": jax.ShapeDtypeStruct((3,), np.float64)}
-  with pytest.raises(CheckpointRestoreError, match=r"none of the 2 step\(s\) .* \(newest, step 2: "):
+  with pytest.raises(CheckpointRestoreError, match=r"step 2 in .* does not fit this run's state \(mu: missing from "
+                     r"the checkpoint\); 2 step\(s\) left in place"):
     ckpt.restore(other_layout)
   assert ckpt.steps() == [1, 2] and not (tmp_path.parent / f"{tmp_path.name}.unreadable").exists()
   state, data, step, _ = ckpt.restore({"w": jax.ShapeDtypeStruct((3,), np.float64)})

@@ -41,6 +41,7 @@ def answers(dataset):
           for paragraph in article["paragraphs"] for qa in paragraph["qas"]}
 
 
+@pytest.mark.slow  # 300 steps to 90% exact match, then the evaluate command (make test-slow)
 def test_span_qa_learns_to_answer_and_evaluate_scores_its_predictions_file(tmp_path):
   config = qa_config(tmp_path, steps=300)
   workdir = str(tmp_path / "run")
