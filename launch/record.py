@@ -22,7 +22,7 @@ import shutil
 
 from absl import app, flags, logging
 
-from attnjax.data.tasks import WORDPIECE_FILE
+from attnjax.data.wordpiece import WORDPIECE_FILE
 
 # what a record leaves out: the lock of a live run, the copy of a WordPiece vocabulary file (the config names the
 # file it copied), a (masked) language model's packed rows (hundreds of MB, rebuilt from the dataset), and of each

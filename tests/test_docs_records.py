@@ -62,10 +62,9 @@ def recorded(page: str) -> bool:
 def generated(tmp_path_factory):
   """page -> regenerated markdown, each report run once with the current directory outside the repository (the
   output must not depend on it)."""
-  from attnjax.report import plots  # pylint: disable=g-import-not-at-top
   with pytest.MonkeyPatch.context() as patch:
     # the figures are drawn but not rendered: the pages' numbers are what is compared, and rendering is most of the time
-    patch.setattr(plots, "_write_png", lambda figure, path: pathlib.Path(path).write_bytes(b""))
+    patch.setattr("attnjax.report.figures.write_png", lambda figure, path: pathlib.Path(path).write_bytes(b""))
     patch.chdir(tmp_path_factory.mktemp("elsewhere"))
     return {page: regenerate(page, tmp_path_factory.mktemp(page.replace("/", "_"))) for page in PAGES
             if recorded(page)}

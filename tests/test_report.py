@@ -107,7 +107,7 @@ def test_a_point_without_a_score_is_a_gap_in_the_ablation_plot_not_a_zero(runs, 
   import numpy as np  # pylint: disable=g-import-not-at-top
   from attnjax.report import plots  # pylint: disable=g-import-not-at-top
   figures = []
-  monkeypatch.setattr(plots, "_write_png", lambda figure, path: figures.append(figure))
+  monkeypatch.setattr("attnjax.report.figures.write_png", lambda figure, path: figures.append(figure))
   (sweep,) = report.sweeps(report.collect([str(runs)]))
   assert sweep["points"] == ["heads8", "heads16"]
   plots.plot_ablation(sweep, tmp_path / "ablation.png")
@@ -127,7 +127,7 @@ def test_curves_get_a_row_of_panels_per_sweep_with_the_legend_outside_the_data(r
       ("runs", ["default"]), ("sweep heads", ["heads8"])]  # heads16 failed: no curve
   assert [tuple(p) for p in panels[0][1][0][2]] == BLEU_CURVE and panels[0][1][0][1] == "bleu"
   figures = []
-  monkeypatch.setattr(plots, "_write_png", lambda figure, path: figures.append(figure))
+  monkeypatch.setattr("attnjax.report.figures.write_png", lambda figure, path: figures.append(figure))
   assert plots.plot_curves("wmt14_en_de/transformer_base", group, tmp_path / "curves.png")
   axes = figures[0].axes
   assert len(axes) == 4  # two rows of (validation BLEU, eval loss)

@@ -1,6 +1,6 @@
 """Language-model data: documents of plain text, SentencePiece tokens, packed into fixed-length rows.
 
-**Documents** come as for masked-LM pre-training (:func:`attnjax.data.mlm.read_articles`, split by a hash of each
+**Documents** come as for masked-LM pre-training (:func:`attnjax.data.articles.read_articles`, split by a hash of each
 article's title). Each becomes ``[BOS] tokens [EOS]``, and the documents of a split are laid end to end into one
 stream.
 
@@ -24,6 +24,7 @@ import numpy as np
 from absl import logging
 
 from attnjax import fs
+from attnjax.data.articles import article_splits
 from attnjax.data.rows import RowBatcher
 from attnjax.tokens import BOS_ID, EOS_ID
 
@@ -108,7 +109,6 @@ class LmTaskData:
 
   def texts(self, split: str) -> list[str]:
     if self._texts is None:
-      from attnjax.data.mlm import article_splits  # pylint: disable=g-import-not-at-top
       self._texts = article_splits(self.path, self.heldout, self.split_seed, self.max_articles)
     if split not in self._texts:
       raise ValueError(f"split {split!r}: the LM data has {sorted(self._texts)} (data.heldout names the held-out ones)")

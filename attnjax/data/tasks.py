@@ -23,6 +23,7 @@ from attnjax.data import squad, synthetic, token_cache
 from attnjax.data.sources import TEXT_SOURCES, load_text_task
 from attnjax.data.tokenizer import load_or_train, load_or_train_pair
 from attnjax.data.vocab import CharVocab
+from attnjax.data.wordpiece import WORDPIECE_FILE, wordpiece_in_workdir  # noqa: F401  (WORDPIECE_FILE: as before)
 
 VOCAB_FILE = "vocab.json"
 
@@ -276,27 +277,6 @@ class SpanTaskData:
                                                    max_question_len=self.max_question_len,
                                                    doc_stride=self.doc_stride, train=train)
     return self._cache[split, train]
-
-
-WORDPIECE_FILE = "wordpiece.vocab.txt"  # data.vocab_file, copied into the workdir: evaluation needs the workdir only
-
-
-def wordpiece_in_workdir(data_cfg, workdir: str):
-  """The WordPiece vocabulary of ``data.vocab_file``, copied to ``<workdir>/wordpiece.vocab.txt`` on the first start
-  (so that a workdir carries its vocabulary, as it carries a SentencePiece model) and read from there."""
-  from attnjax.data.wordpiece import WordPieceVocab  # pylint: disable=g-import-not-at-top
-  kept = fs.join(workdir, WORDPIECE_FILE)
-  if not fs.exists(kept):
-    source = str(data_cfg.get("vocab_file"))
-    if not fs.exists(source):
-      raise FileNotFoundError(f"data.vocab_file={source}: no such file (a BERT vocab.txt)")
-    import jax  # pylint: disable=g-import-not-at-top
-    if jax.process_index() == 0:
-      fs.makedirs(workdir)
-      fs.write_bytes(kept, fs.read_bytes(source))
-    else:
-      return WordPieceVocab(source, lowercase=bool(data_cfg.get("lowercase", True)))
-  return WordPieceVocab(kept, lowercase=bool(data_cfg.get("lowercase", True)))
 
 
 def _qa(data_cfg, workdir: str) -> SpanTaskData:

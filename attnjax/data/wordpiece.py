@@ -52,3 +52,23 @@ class WordPieceVocab:
 
   def id_to_piece(self, i: int) -> str:
     return self.tokenizer.id_to_token(int(i))
+
+
+WORDPIECE_FILE = "wordpiece.vocab.txt"  # data.vocab_file, copied into the workdir: evaluation needs the workdir only
+
+
+def wordpiece_in_workdir(data_cfg, workdir: str):
+  """The WordPiece vocabulary of ``data.vocab_file``, copied to ``<workdir>/wordpiece.vocab.txt`` on the first start
+  (so that a workdir carries its vocabulary, as it carries a SentencePiece model) and read from there."""
+  kept = fs.join(workdir, WORDPIECE_FILE)
+  if not fs.exists(kept):
+    source = str(data_cfg.get("vocab_file"))
+    if not fs.exists(source):
+      raise FileNotFoundError(f"data.vocab_file={source}: no such file (a BERT vocab.txt)")
+    import jax  # pylint: disable=g-import-not-at-top
+    if jax.process_index() == 0:
+      fs.makedirs(workdir)
+      fs.write_bytes(kept, fs.read_bytes(source))
+    else:
+      return WordPieceVocab(source, lowercase=bool(data_cfg.get("lowercase", True)))
+  return WordPieceVocab(kept, lowercase=bool(data_cfg.get("lowercase", True)))

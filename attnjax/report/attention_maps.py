@@ -157,13 +157,13 @@ def alignment_table(rows: list[tuple[str, str, dict]], split: str) -> str:
 
 def plot_attention(entry: dict, path: fs.PathLike) -> None:
   """One heatmap per head (a grid of up to 4 columns); rows output pieces, columns source pieces."""
-  from attnjax.report.plots import _figure, _write_png  # pylint: disable=g-import-not-at-top
+  from attnjax.report import figures  # pylint: disable=g-import-not-at-top
   weights, src, out = entry["weights"], entry["source_pieces"], entry["output_pieces"]
   heads = weights.shape[0]
   columns = min(heads, 4)
   rows = math.ceil(heads / columns)
   cell_w, cell_h = max(3.0, 0.28 * len(src) + 1.2), max(2.5, 0.26 * len(out) + 1.0)
-  figure = _figure(cell_w * columns, cell_h * rows + 0.9)
+  figure = figures.figure(cell_w * columns, cell_h * rows + 0.9)
   for h in range(heads):
     ax = figure.add_subplot(rows, columns, h + 1)
     ax.imshow(weights[h], cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
@@ -173,7 +173,7 @@ def plot_attention(entry: dict, path: fs.PathLike) -> None:
       ax.set_title(f"head {h + 1}", fontsize=8)
   figure.suptitle(f"{entry['label']}\n{entry['source']}\n→ {entry['hypothesis']}\n(reference: {entry['reference']})",
                   fontsize=7)
-  _write_png(figure, path)
+  figures.write_png(figure, path)
 
 
 def _slug(label: str) -> str:

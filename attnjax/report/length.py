@@ -25,6 +25,7 @@ import math
 from absl import logging
 
 from attnjax import fs
+from attnjax.report import figures
 
 # Upper bounds (inclusive) of the source-length buckets, in words; the last bucket is open. Multi30k's sources have a
 # median of 12 words and a 99th percentile near 30 (the paper's WMT buckets ran to 60 words).
@@ -203,9 +204,8 @@ def length_table(rows: list[tuple[dict, list[dict]]]) -> str:
 
 def plot_length(rows: list[tuple[dict, list[dict]]], path: fs.PathLike) -> None:
   """BLEU against the source-length bucket, a line per run (the paper's Fig. 2)."""
-  from attnjax.report.plots import _figure, _write_png  # pylint: disable=g-import-not-at-top
   names = [b["bucket"] for b in rows[0][1]]
-  figure = _figure(6.0, 3.6)
+  figure = figures.figure(6.0, 3.6)
   ax = figure.add_subplot()
   for record, buckets in rows:
     values = [math.nan if b["bleu"] is None else b["bleu"] for b in buckets]
@@ -217,7 +217,7 @@ def plot_length(rows: list[tuple[dict, list[dict]]], path: fs.PathLike) -> None:
   ax.grid(alpha=0.3)
   ax.legend(fontsize=7)
   ax.set_title("BLEU by source length", fontsize=9)
-  _write_png(figure, path)
+  figures.write_png(figure, path)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -351,8 +351,7 @@ def longer_strings_table(rows) -> str | None:
 
 def plot_extrapolation(rows, path: fs.PathLike) -> None:
   """Exact match against the source length, a line per run; a dashed line after the longest validation length."""
-  from attnjax.report.plots import _figure, _write_png  # pylint: disable=g-import-not-at-top
-  figure = _figure(6.0, 3.6)
+  figure = figures.figure(6.0, 3.6)
   ax = figure.add_subplot()
   longest_seen = max((n for _, by_split in rows for n in by_split.get("validation", {})), default=None)
   for record, by_split in rows:
@@ -373,4 +372,4 @@ def plot_extrapolation(rows, path: fs.PathLike) -> None:
   ax.grid(alpha=0.3)
   ax.legend(fontsize=7)
   ax.set_title("Position extrapolation: string reversal", fontsize=9)
-  _write_png(figure, path)
+  figures.write_png(figure, path)

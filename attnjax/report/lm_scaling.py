@@ -54,6 +54,7 @@ import numpy as np
 from absl import logging
 
 from attnjax import fs
+from attnjax.report import figures
 from attnjax.report.scaling import fit_power_law, local_exponents, non_embedding_params
 
 QUOTED = {"N": 0.076, "D": 0.095, "C": 0.050}  # Kaplan et al. 2020, eqs. 1.1-1.3 (and the seed study)
@@ -451,8 +452,7 @@ def law_section(law: str, points: list[dict], plot: str,
 def plot_law(law: str, points: list[dict], fits: tuple[dict | None, dict | None], path: fs.PathLike,
              curves: list[dict] | None = None) -> None:
   """Loss against x on log-log axes, the fitted law(s) over their ranges; for C, every evaluation faintly."""
-  from attnjax.report.plots import _figure, _write_png  # pylint: disable=g-import-not-at-top
-  figure = _figure(5.0, 3.6)
+  figure = figures.figure(5.0, 3.6)
   ax = figure.add_subplot()
   for run in sorted({p["point"] for p in curves or []}):
     mine = [p for p in curves if p["point"] == run]
@@ -472,7 +472,7 @@ def plot_law(law: str, points: list[dict], fits: tuple[dict | None, dict | None]
   ax.grid(alpha=0.3, which="both")
   ax.legend(fontsize=6)
   ax.set_title(_TITLES[law][0], fontsize=9)
-  _write_png(figure, path)
+  figures.write_png(figure, path)
 
 
 # ---------------------------------------------------------------------------------------------------- extrapolation

@@ -2,32 +2,15 @@
 
 from __future__ import annotations
 
-import io
 import math
 
 
 from attnjax import fs
+from attnjax.report import figures
 from attnjax.report.runs import METRIC_TITLES
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Plots
-
-
-def _figure(width: float, height: float):
-  """A figure on the Agg canvas: no pyplot (no global state, no display)."""
-  from matplotlib.backends.backend_agg import FigureCanvasAgg  # pylint: disable=g-import-not-at-top
-  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
-  figure = Figure(figsize=(width, height), dpi=110)
-  FigureCanvasAgg(figure)
-  return figure
-
-
-def _write_png(figure, path: fs.PathLike) -> None:
-  buffer = io.BytesIO()
-  # tight_layout ignores a figure title: leave it a strip at the top
-  figure.tight_layout(rect=(0, 0, 1, 1 - 0.3 / figure.get_figheight()) if figure.get_suptitle() else None)
-  figure.savefig(buffer, format="png")  # into memory, then through attnjax.fs: matplotlib cannot open gs:// paths
-  fs.write_bytes(path, buffer.getvalue())
 
 
 def plot_ablation(sweep: dict, path: fs.PathLike) -> None:
@@ -35,7 +18,7 @@ def plot_ablation(sweep: dict, path: fs.PathLike) -> None:
   mean; a point without a score is a gap with its state written at the bottom, never a 0."""
   metric = sweep["headline"]
   points = sweep["points"]
-  figure = _figure(max(4.0, 1.0 + 0.9 * len(points)), 3.4)
+  figure = figures.figure(max(4.0, 1.0 + 0.9 * len(points)), 3.4)
   ax = figure.add_subplot()
   means = []
   for x, point in enumerate(points):
@@ -55,7 +38,7 @@ def plot_ablation(sweep: dict, path: fs.PathLike) -> None:
   ax.set_ylabel(METRIC_TITLES.get(metric, metric or "headline"))
   ax.set_title(f"{sweep['experiment_name']}: {sweep['sweep']}", fontsize=9)
   ax.grid(alpha=0.3)
-  _write_png(figure, path)
+  figures.write_png(figure, path)
 
 
 def _curve_label(r: dict, records: list[dict]) -> str:
@@ -90,7 +73,7 @@ def plot_curves(experiment_name: str, records: list[dict], path: fs.PathLike) ->
   if not panels:
     return False
   longest = max(len(label) for _, series in panels for label, *_ in series)
-  figure = _figure(8.0 + 0.07 * longest, 0.4 + 2.6 * len(panels))
+  figure = figures.figure(8.0 + 0.07 * longest, 0.4 + 2.6 * len(panels))
   for row, (title, series) in enumerate(panels):
     left = figure.add_subplot(len(panels), 2, 2 * row + 1)
     right = figure.add_subplot(len(panels), 2, 2 * row + 2)
@@ -113,5 +96,5 @@ def plot_curves(experiment_name: str, records: list[dict], path: fs.PathLike) ->
     right.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
                  frameon=False)
   figure.suptitle(experiment_name, fontsize=9)
-  _write_png(figure, path)
+  figures.write_png(figure, path)
   return True

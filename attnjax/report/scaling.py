@@ -25,6 +25,7 @@ import numpy as np
 from absl import logging
 
 from attnjax import fs
+from attnjax.report import figures
 
 SWEEP = "size"
 QUOTED_ALPHA = 0.076  # Kaplan et al. 2020, eq. 1.1: L(N) = (N_c / N)^0.076, N_c = 8.8e13
@@ -154,8 +155,7 @@ def scaling_section(name: str, points: list[dict], plot: str) -> str:
 
 def plot_scaling(name: str, points: list[dict], path: fs.PathLike) -> None:
   """Validation NLL against N on log-log axes, with the fitted line when there is one."""
-  from attnjax.report.plots import _figure, _write_png  # pylint: disable=g-import-not-at-top
-  figure = _figure(5.0, 3.6)
+  figure = figures.figure(5.0, 3.6)
   ax = figure.add_subplot()
   n = np.array([p["n"] for p in points], np.float64)
   loss = np.array([p["loss"] for p in points], np.float64)
@@ -187,4 +187,4 @@ def plot_scaling(name: str, points: list[dict], path: fs.PathLike) -> None:
   ax.grid(alpha=0.3, which="both")
   ax.legend(fontsize=7)
   ax.set_title(f"{name}: loss against size", fontsize=9)
-  _write_png(figure, path)
+  figures.write_png(figure, path)

@@ -39,7 +39,8 @@ import numpy as np
 from absl import logging
 
 from attnjax import fs
-from attnjax.data.tasks import WORDPIECE_FILE
+from attnjax.report import figures
+from attnjax.data.wordpiece import WORDPIECE_FILE
 from attnjax.report.runs import checkpoint_seconds, evaluation_file, init_label
 from attnjax.report.tables import format_wall, markdown_table
 
@@ -291,8 +292,7 @@ def _why_missed(gain: float, tokens: int | None) -> str:
 
 def _plot_curves(readers: list[dict], path: fs.PathLike) -> None:
   """Validation F1 against fine-tuning step, one line per reader."""
-  from attnjax.report.plots import _figure, _write_png  # pylint: disable=g-import-not-at-top
-  figure = _figure(5.0, 3.4)
+  figure = figures.figure(5.0, 3.4)
   ax = figure.add_subplot()
   for r in readers:
     curve = r.get("eval_curves", {}).get("eval/f1", [])
@@ -302,4 +302,4 @@ def _plot_curves(readers: list[dict], path: fs.PathLike) -> None:
   ax.set_ylabel("validation F1")
   ax.grid(alpha=0.3)
   ax.legend(fontsize=7)
-  _write_png(figure, path)
+  figures.write_png(figure, path)

@@ -6,6 +6,7 @@ import collections
 import numpy as np
 import pytest
 
+from attnjax.data import articles as articles_lib
 from attnjax.data import mlm
 from tests import mlm_fixture
 
@@ -102,16 +103,16 @@ def test_evaluation_batches_cover_every_row_once_and_shards_split_them():
 
 def test_articles_split_by_title_skip_empty_ones_and_name_a_bad_line(tmp_path):
   path, _ = mlm_fixture.write_corpus(tmp_path)
-  articles = mlm.read_articles(path)
-  splits = mlm.split_articles(articles, {"validation": 0.2, "test": 0.2})
+  articles = articles_lib.read_articles(path)
+  splits = articles_lib.split_articles(articles, {"validation": 0.2, "test": 0.2})
   assert sum(len(v) for v in splits.values()) == len(articles) - 2  # the two empty ones
-  again = mlm.split_articles(list(reversed(articles)), {"validation": 0.2, "test": 0.2})
+  again = articles_lib.split_articles(list(reversed(articles)), {"validation": 0.2, "test": 0.2})
   assert {k: sorted(v) for k, v in splits.items()} == {k: sorted(v) for k, v in again.items()}  # by title, not order
   assert all(len(v) > 5 for v in splits.values())
   with open(path, "a", encoding="utf-8") as f:
     f.write("{not json\n")
   with pytest.raises(ValueError, match=r"articles.jsonl:81: not JSON"):
-    mlm.read_articles(path)
+    articles_lib.read_articles(path)
 
 
 def test_the_context_free_baseline_is_what_guessing_by_token_frequency_scores_at_the_masked_positions():

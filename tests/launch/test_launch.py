@@ -104,7 +104,7 @@ def test_record_keeps_what_the_report_reads_and_a_relaunch_skips_it(sweep_root, 
   do (state, scores, step, training time, curves), makes a relaunch over it skip both points, and leaves out a run
   that is not done."""
   from attnjax.report import runs as runs_lib  # pylint: disable=g-import-not-at-top
-  from attnjax.data.tasks import WORDPIECE_FILE  # pylint: disable=g-import-not-at-top
+  from attnjax.data.wordpiece import WORDPIECE_FILE  # pylint: disable=g-import-not-at-top
   from launch import record as record_lib  # pylint: disable=g-import-not-at-top
   src = tmp_path / "study"
   shutil.copytree(sweep_root, src)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from attnjax.data.lm import stream_rows
-from attnjax.data.mlm import read_articles, split_articles
+from attnjax.data.articles import read_articles, split_articles
 from attnjax.scoring import evaluate_checkpoint
 from attnjax.training.loop import train_and_evaluate
 from tests import lm_fixture
