@@ -287,7 +287,7 @@ class Checkpointer:
           source.rmtree()
           where = "deleted"
         else:
-          target = self.directory.parent / f"{self.directory.name}.unreadable" / f"{step}-{int(time.time())}"
+          target = set_aside_record(self.directory).parent / f"{step}-{int(time.time())}"
           target.parent.mkdir(parents=True, exist_ok=True)
           os.replace(source, target)
           where = str(target)
