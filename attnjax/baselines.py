@@ -38,7 +38,9 @@ from absl import app, flags, logging
 from attnjax import cli, compile as compile_lib
 from attnjax import fs, scoring
 from attnjax import metrics as metrics_lib
+from attnjax import families
 from attnjax.data import tasks
+from attnjax.families.seq2seq import SUMMARIZATION_SOURCES
 
 BASELINES = ("lead3", "context_free")
 
@@ -54,7 +56,7 @@ def define_flags() -> None:
 
 def score_lead(config, split: str, n: int = 3) -> tuple[dict, list[str]]:
   """Lead-n on every example of ``split``: (result in the layout of ``metrics.<split>.json``, hypotheses)."""
-  pairs = tasks.load_split(config.data, split)
+  pairs = families.load_split(config.data, split)
   hypotheses = [metrics_lib.lead(article, n) for article, _ in pairs]
   scores, _ = scoring.score(hypotheses, [summary for _, summary in pairs], ("rouge",))
   result = {"split": split, "examples": len(pairs), "step": None, "steps": [],
@@ -115,7 +117,7 @@ def main(argv):
     raise app.UsageError("give --experiment=FILE and --workdir=DIR")
   started, start_time = datetime.datetime.now(datetime.timezone.utc), time.perf_counter()
   config = compile_lib.load_experiment(FLAGS.experiment)
-  if config.data.source not in tasks.SUMMARIZATION_SOURCES:
+  if config.data.source not in SUMMARIZATION_SOURCES:
     raise app.UsageError(f"--baseline={FLAGS.baseline} summarizes articles; {FLAGS.experiment} is not a "
                          f"summarization task (data.source={config.data.source!r})")
   workdir = fs.path(FLAGS.workdir)

@@ -33,7 +33,7 @@ EXIT_USER_ERROR = 2  # as argparse and absl's usage errors
 
 def _user_errors() -> tuple[type[BaseException], ...]:
   from attnjax.runtime.checkpointing import CheckpointRestoreError  # pylint: disable=g-import-not-at-top
-  from attnjax.training.workdir_lock import WorkdirBusy  # pylint: disable=g-import-not-at-top
+  from attnjax.runtime.workdir_lock import WorkdirBusy  # pylint: disable=g-import-not-at-top
   return (ValueError, FileNotFoundError, NotADirectoryError, WorkdirBusy, CheckpointRestoreError)
 
 

@@ -115,20 +115,22 @@ def _memory(compiled) -> dict:
 
 def _batch_shape(config, dp: int):
   """Rows and padded lengths of the experiment's largest global batch (what memory must hold)."""
+  from attnjax import families  # pylint: disable=g-import-not-at-top
   d, accum = config.data, config.train.grad_accum_steps
-  round8 = lambda n: -(-n // 8) * 8
-  if config.model.name == "span_qa":
-    q, c = round8(d.max_question_len), round8(d.max_context_len + 1)
-    longest = max(q, c)
-  else:
-    q, c = round8(d.max_src_len), round8(d.max_tgt_len)
-    longest = max(q, c)
+  q, c = families.of(config).padded_lengths(d)
   if d.batch_size:
     rows = d.batch_size
   else:
     multiple = dp * accum
-    rows = max(d.max_tokens // longest // multiple, 1) * multiple
+    rows = max(d.max_tokens // max(q, c) // multiple, 1) * multiple
   return rows, q, c
+
+
+class _VocabSize:
+  """What a family's loss reads of its task when compiling without data: the vocabulary's size."""
+
+  def __init__(self, size: int):
+    self.src_vocab = self.tgt_vocab = self.vocab = type("Vocabulary", (), {"size": size})()
 
 
 def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report:
@@ -137,7 +139,7 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from jax.sharding import NamedSharding  # pylint: disable=g-import-not-at-top
   from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
-  from attnjax import inference, targets  # pylint: disable=g-import-not-at-top
+  from attnjax import families, inference, targets  # pylint: disable=g-import-not-at-top
   from attnjax.kernels import fused  # pylint: disable=g-import-not-at-top
   from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
   from attnjax.runtime import partitioning  # pylint: disable=g-import-not-at-top
@@ -160,19 +162,11 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
   params = sum(math.prod(x.shape) for x in jax.tree_util.tree_leaves(abstract.params))
   dp = partitioning.data_parallel_size(mesh, rules)
   rows, q, c = _batch_shape(config, dp)
-  span = config.model.name == "span_qa"
-  if span:
-    shapes = {"question": (rows, q), "question_mask": (rows, q), "context": (rows, c), "context_mask": (rows, c),
-              "start_positions": (rows,), "end_positions": (rows,), "is_impossible": (rows,), "weights": (rows,)}
-    bool_keys = ("question_mask", "context_mask", "is_impossible")
-    batch_sharding = steps.batch_shardings({k: len(v) for k, v in shapes.items()}, mesh, rules)
-    loss = dict(loss_fn=steps.span_loss_stats)
-  else:
-    shapes = {"src": (rows, q), "src_mask": (rows, q), "tgt_in": (rows, c), "tgt_out": (rows, c),
-              "tgt_mask": (rows, c)}
-    bool_keys = ("src_mask", "tgt_mask")
-    batch_sharding = None
-    loss = dict(label_smoothing=config.train.label_smoothing)
+  family = families.of(config)
+  shapes, bool_keys = family.abstract_batch(config, rows, q, c)
+  ndims = family.batch_ndims
+  batch_sharding = None if ndims is None else steps.batch_shardings({k: len(shapes[k]) for k in ndims}, mesh, rules)
+  loss = dict(loss_fn=family.loss(config, _VocabSize(int(config.data.get("vocab_size", 8000)))))
   batch = {k: jax.ShapeDtypeStruct(v, jnp.bool_ if k in bool_keys else jnp.int32,
                                    sharding=(batch_sharding[k] if batch_sharding else
                                              partitioning.batch_sharding(mesh, rules, len(v))))
@@ -193,7 +187,7 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
   step["fused_attention_calls"] = len(calls) // traced
   step["flops"] += step["attention_flops"]
   decode_stats = None
-  if decode and not span:
+  if decode and family.decodes:
     decoder = inference.decoder_for(model, mesh, config.eval, vocab_size=int(config.data.get("vocab_size", 8000)))
     replicated = jax.tree_util.tree_map(
         lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=NamedSharding(mesh, jax.sharding.PartitionSpec())),

@@ -2,7 +2,10 @@
 
 Every experiment file in ``experiments/`` starts from :func:`base_config` and changes only what differs; any value can
 be overridden on the command line (``--config.model.num_heads=4``). :func:`validate` runs before anything is built or
-compiled and names the offending key.
+compiled and names the offending key; what belongs to the kind of task it asks of the config's task family
+(:mod:`attnjax.families`).
+
+Importing this module loads no JAX: experiment files, the launcher and the report read configs without it.
 """
 
 from __future__ import annotations
@@ -15,27 +18,11 @@ import ml_collections
 from ml_collections import config_dict
 
 from attnjax import fs
-from attnjax.data.squad import QA_SOURCES  # extractive QA: model.name must be "span_qa"
 
-MLM_SOURCES = ("mlm_jsonl",)  # masked-LM pre-training: model.name must be "bert_mlm"
-LM_SOURCES = ("lm_jsonl",)  # language modelling: model.name must be "decoder_lm"
-DATA_SOURCES = ("synthetic", "parallel_text", "tsv", "jsonl", "tfds_translation", "tfds_summarization") + QA_SOURCES \
-    + MLM_SOURCES + LM_SOURCES
-# Keys an experiment file may add to config.data for the text sources (see attnjax.data.sources / tokenizer).
-TEXT_SOURCE_KEYS = ("dir", "src_lang", "tgt_lang", "splits", "max_chars", "path", "heldout", "split_seed",
-                    "src_column", "tgt_column", "document_key", "summary_key", "tfds_name", "tfds_data_dir",
-                    "tfds_download", "tfds_backend", "vocab_size", "joint_vocab", "spm_model_type",
-                    "max_question_len", "max_context_len", "doc_stride",
-                    # masked-LM pre-training (attnjax.data.mlm)
-                    "vocab_file", "lowercase", "seq_len", "max_predictions", "mask_rate", "max_articles",
-                    # language modelling (attnjax.data.lm)
-                    "spm_train_chars", "train_tokens", "shared_cache_dir")
+# What train.optimizer and train.schedule may name (attnjax.training.optim builds them).
+OPTIMIZERS = ("adam", "sgd", "adadelta", "adagrad")
+SCHEDULES = ("rsqrt", "constant", "linear_warmup_cosine", "linear", "halving")
 DECODERS = ("greedy", "beam")
-# What eval.metrics may ask for, by task kind (empty eval.metrics = the task's own list, see attnjax.data.tasks).
-DECODING_METRICS = ("exact_match", "bleu", "chrf", "ter", "meteor", "rouge")
-SPAN_METRICS = ("exact_match", "f1")
-MLM_METRICS = ("mlm_accuracy",)
-LM_METRICS = ("bits_per_byte",)
 # What train.best_metric may name: a metric value of the evaluation.
 METRICS = ("exact_match", "bleu", "chrf", "ter", "meteor", "rouge1", "rouge2", "rougeL", "rougeLsum", "f1", "loss",
            "nll", "mlm_accuracy", "bits_per_byte")
@@ -225,47 +212,48 @@ def _fail(key: str, message: str):
 
 def meteor_language(config) -> str:
   """METEOR's target language: ``config.eval.meteor_language``, else ``config.data.tgt_lang``; ValueError naming the
-  key when neither gives one METEOR knows (a French corpus must not be scored with English stems and synonyms)."""
-  from attnjax.metrics.translation import check_meteor_language  # pylint: disable=g-import-not-at-top
-  language = config.eval.get("meteor_language")
-  if language is not None:
-    return check_meteor_language(language, "config.eval.meteor_language")
-  language = config.data.get("tgt_lang")
-  if language is None:
-    _fail("eval.meteor_language", "METEOR needs the target language (its stemmer, and WordNet synonyms for English) "
-          "and config.data.tgt_lang does not give it: set it, e.g. --eval meteor_language=fr")
-  return check_meteor_language(language, "config.data.tgt_lang (METEOR's language; set config.eval.meteor_language "
-                               "to override)")
+  key when neither gives one METEOR knows (see :func:`attnjax.families.seq2seq.meteor_language`)."""
+  from attnjax.families.seq2seq import meteor_language as language  # pylint: disable=g-import-not-at-top
+  return language(config)
 
 
 def validate(config) -> None:
-  """Checks a config before anything is built: unknown keys, impossible values, inconsistent choices."""
-  known = set(base_config().keys())
-  for key in config.keys():
-    if key not in known:
-      _fail(key, f"unknown section (known: {sorted(known)})")
+  """Checks a config before anything is built: unknown keys, impossible values, inconsistent choices.
+
+  What belongs to the kind of task (its data keys, models, metrics and their values) is checked by the config's task
+  family (:meth:`attnjax.families.base.TaskFamily.check_config`); the model by building it.
+  """
+  from attnjax import families  # pylint: disable=g-import-not-at-top
   base = base_config()
+  for key in config.keys():
+    if key not in base:
+      _fail(key, f"unknown section (known: {sorted(base.keys())})")
+  family = families.of(config)  # an unknown data.source, named
   for section in ("data", "train", "eval", "mesh", "distributed"):
     for key in config[section].keys():
-      if key not in base[section] and not (section == "data" and key in TEXT_SOURCE_KEYS):
-        _fail(f"{section}.{key}", f"unknown key (known: {sorted(base[section].keys())})")
-  d, t, e, m = config.data, config.train, config.eval, config.mesh
+      if key not in base[section] and not (section == "data" and key in family.data_keys):
+        known = sorted(base[section].keys()) + (sorted(family.data_keys) if section == "data" else [])
+        _fail(f"{section}.{key}", f"unknown key (known: {known})")
+  _check_target(config)
+  _check_train(config.train, config.data)
+  _check_eval(config, family)
+  _check_mesh(config.mesh)
+  families.check_model_name(config)
+  family.check_config(config)
+  _check_model(config)
+
+
+def _check_target(config) -> None:
   from attnjax import targets  # pylint: disable=g-import-not-at-top
   if config.target not in targets.TARGETS:
     _fail("target", f"unknown target {config.target!r}; known: {sorted(targets.TARGETS)}")
-  from attnjax.training.optim import OPTIMIZERS, SCHEDULES  # pylint: disable=g-import-not-at-top
+
+
+def _check_train(t, d) -> None:
   if t.optimizer not in OPTIMIZERS:
     _fail("train.optimizer", f"must be one of {OPTIMIZERS}, got {t.optimizer!r}")
   if t.schedule not in SCHEDULES:
     _fail("train.schedule", f"must be one of {SCHEDULES}, got {t.schedule!r}")
-  if d.source not in DATA_SOURCES:
-    _fail("data.source", f"must be one of {DATA_SOURCES}, got {d.source!r}")
-  if config.model.get("copy") and not d.get("joint_vocab", True):
-    _fail("model.copy", "copying puts source ids into the output: it needs one vocabulary for both sides "
-          "(data.joint_vocab=True)")
-  if d.pack and config.model.name != "transformer":
-    _fail("data.pack", f"packing needs segment masks, which only model.name='transformer' takes "
-          f"(got {config.model.name!r})")
   if (d.batch_size is None) == (d.max_tokens is None):
     _fail("data.batch_size", "set exactly one of data.batch_size and data.max_tokens")
   for key in ("steps", "warmup_steps", "log_every", "sync_every", "eval_every", "checkpoint_every",
@@ -280,42 +268,23 @@ def validate(config) -> None:
     _fail("train.best_mode", f"must be 'max' or 'min', got {t.best_mode!r}")
   if t.get("patience") is not None and (not isinstance(t.patience, int) or t.patience < 1):
     _fail("train.patience", f"must be a positive number of evaluations or None, got {t.patience!r}")
+
+
+def _check_eval(config, family) -> None:
+  e, d = config.eval, config.data
   if e.decode not in DECODERS:
     _fail("eval.decode", f"must be one of {DECODERS}, got {e.decode!r}")
-  qa_source, span_model = d.source in QA_SOURCES, config.model.get("name") == "span_qa"
-  if qa_source != span_model:
-    _fail("model.name" if qa_source else "data.source",
-          f"extractive QA sources {QA_SOURCES} go with model.name='span_qa' and only with it (got data.source="
-          f"{d.source!r}, model.name={config.model.get('name')!r})")
-  if qa_source:
-    for key in ("max_question_len", "max_context_len"):
-      value = d.get(key, 1)
-      if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        _fail(f"data.{key}", f"must be a positive int, got {value!r}")
-    if t.label_smoothing:
-      _fail("train.label_smoothing", f"applies to the seq2seq loss; set it to 0 for model.name='span_qa' (got "
-            f"{t.label_smoothing})")
-  for what, sources, model_name in (("masked-LM", MLM_SOURCES, "bert_mlm"), ("language-model", LM_SOURCES,
-                                                                          "decoder_lm")):
-    if (d.source in sources) != (config.model.get("name") == model_name):
-      _fail("model.name" if d.source in sources else "data.source",
-            f"{what} sources {sources} go with model.name={model_name!r} and only with it (got data.source="
-            f"{d.source!r}, model.name={config.model.get('name')!r})")
-    if d.source in sources and d.batch_size is None:
-      _fail("data.batch_size", f"{what} rows have a fixed length: set data.batch_size (rows), not data.max_tokens")
-  mlm_source, lm_source = d.source in MLM_SOURCES, d.source in LM_SOURCES
-  allowed = (LM_METRICS if lm_source else MLM_METRICS if mlm_source else SPAN_METRICS if qa_source
-             else DECODING_METRICS)
-  unknown = [name for name in e.metrics if name not in allowed]
+  unknown = [name for name in e.metrics if name not in family.metrics]
   if unknown:
-    _fail("eval.metrics", f"{unknown} not available for this task (choose from {allowed})")
-  if e.get("meteor_language") is not None or "meteor" in e.metrics:
-    meteor_language(config)  # a language METEOR knows, given or from data.tgt_lang
+    _fail("eval.metrics", f"{unknown} not available for this task (choose from {family.metrics})")
   splits = ("train", "validation", "test") + tuple(s for s in (d.get("splits") or {}) if s not in
                                                    ("train", "validation", "test"))
   if e.split not in splits:
     _fail("eval.split", f"must be train, validation, test or another of config.data.splits ({', '.join(splits)}); "
           f"got {e.split!r}")
+
+
+def _check_mesh(m) -> None:
   if len(m.axes) != len(m.shape):
     _fail("mesh.shape", f"has {len(m.shape)} entries for {len(m.axes)} mesh.axes")
   if list(m.shape).count(-1) > 1:
@@ -323,7 +292,10 @@ def validate(config) -> None:
   used_axes = {a for _, target in m.rules if target for a in ((target,) if isinstance(target, str) else target)}
   if used_axes - set(m.axes):
     _fail("mesh.rules", f"name mesh axes {sorted(used_axes - set(m.axes))} that are not in mesh.axes {m.axes}")
-  # the model: unknown fields and the model's own checks (heads dividing d_model, tying without a shared vocab...)
+
+
+def _check_model(config) -> None:
+  """Unknown model fields and the model's own checks (heads dividing d_model, tying without a shared vocab...)."""
   from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
   try:
     build_model(config.model.to_dict(), src_vocab_size=64, tgt_vocab_size=64)

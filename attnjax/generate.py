@@ -49,9 +49,9 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if _TEMPERATURE.value < 0 or not 0 < _TOP_P.value <= 1 or _TOP_K.value < 0 or _NUM_SAMPLES.value < 1:
     raise ValueError("--temperature must be >= 0, --top_p in (0, 1], --top_k >= 0 and --num_samples >= 1")
-  from attnjax import generation, inference  # pylint: disable=g-import-not-at-top
+  from attnjax import generation, trained  # pylint: disable=g-import-not-at-top
   from attnjax.tokens import BOS_ID  # pylint: disable=g-import-not-at-top
-  loaded = inference.load_workdir(_WORKDIR.value, checkpoint=_CHECKPOINT.value)
+  loaded = trained.load_workdir(_WORKDIR.value, checkpoint=_CHECKPOINT.value)
   if loaded.config.model.name != "decoder_lm":
     raise ValueError(f"--workdir={_WORKDIR.value}: model.name is {loaded.config.model.name!r}; attnjax.generate "
                      "continues text with a decoder_lm (attnjax.translate decodes the encoder-decoder models)")

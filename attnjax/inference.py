@@ -1,4 +1,4 @@
-"""Inference from a trained model: sharded decoding and span prediction, and a workdir loaded for it (params only).
+"""Inference from a trained model: sharded decoding and span prediction, and choosing and averaging checkpoints.
 
 Decoding splits the rows of every batch across **all** devices of the mesh and, on several hosts, across processes:
 each host builds only its block of rows, each device runs the whole beam (or greedy) search on its share inside
@@ -10,8 +10,7 @@ Sentences are sorted by length before batching (less padding, fewer compiled sha
 put back in their order afterwards. Nothing is dropped: a source longer than ``max_src_len`` tokens is truncated for
 decoding and counted, an empty source gives an empty hypothesis, so there is exactly one output per input line.
 
-:func:`load_workdir` walks workdir → config → vocabulary → model → parameters and nothing else: no optimiser state,
-no training batcher, no training split (``python -m attnjax.evaluate`` and ``python -m attnjax.translate``).
+A trained workdir's parameters for inference: :func:`attnjax.trained.load_workdir`.
 """
 
 from __future__ import annotations
@@ -27,9 +26,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding, PartitionSpec as P
 import numpy as np
 
-from attnjax import config as config_lib
 from attnjax import fs
-from attnjax.data import tasks
 from attnjax.progress import Progress
 from attnjax.data.vocab import UNK_ID
 from attnjax.decoding import beam_search, greedy_search
@@ -249,19 +246,6 @@ def predict_spans(predictor: SpanPredictor, params, examples, *, max_question_le
 # ------------------------------------------------------------------------------------------------ from a workdir
 
 
-@dataclasses.dataclass
-class Loaded:
-  """A workdir ready for inference: its config, vocabularies, model, mesh and (replicated) parameters."""
-  workdir: str
-  config: Any
-  vocabularies: tasks.Vocabularies
-  model: Any
-  mesh: Any
-  params: Any
-  step: int
-  steps: tuple[int, ...]  # the checkpoints whose parameters were averaged (one unless average_last)
-
-
 def inference_mesh(config):
   """The config's mesh if it fits the devices here, else every device on the first axis (a checkpoint restores onto
   any mesh; decoding uses all devices either way)."""
@@ -309,35 +293,6 @@ def average_params(trees):
   for tree in trees[1:]:
     total = jax.tree_util.tree_map(lambda a, b: a + b.astype(jnp.float32), total, tree)
   return jax.tree_util.tree_map(lambda a, ref: (a / len(trees)).astype(ref.dtype), total, trees[0])
-
-
-def load_workdir(workdir: str, *, checkpoint: str = "best", average_last: int | None = None,
-                 config=None) -> Loaded:
-  """workdir → config → vocabularies → model → parameters (only: an Orbax partial restore), replicated for decoding.
-
-  Args:
-    workdir: a training workdir (local path or URL).
-    checkpoint: "best" (by the validation metric it was saved with), "latest" or a step number.
-    average_last: average the parameters of the last N kept checkpoints instead.
-    config: the workdir's config with overrides applied (default: as saved).
-  """
-  config = config_lib.load_config(workdir) if config is None else config
-  vocabularies = tasks.load_vocabularies(config.data, workdir)
-  model = build_model_for(config, vocabularies)
-  mesh = inference_mesh(config)
-  abstract, sharding = param_shardings(model, mesh, config.mesh.rules, config.seed)
-  target = jax.tree_util.tree_map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, sharding)
-  checkpointer = Checkpointer(fs.join(workdir, "checkpoints"), keep=config.train.keep_checkpoints,
-                              best_metric=config.train.best_metric, best_mode=config.train.best_mode, async_save=False)
-  try:
-    steps = choose_steps(checkpointer, checkpoint, average_last)
-    trees = [checkpointer.restore_params(target, step) for step in steps]
-  finally:
-    checkpointer.close()
-  params = trees[0] if len(trees) == 1 else average_params(trees)
-  if len(steps) > 1:
-    logging.info("averaged the parameters of steps %s", list(steps))
-  return Loaded(str(workdir), config, vocabularies, model, mesh, replicate(params, mesh), steps[-1], steps)
 
 
 def build_model_for(config, vocabularies):

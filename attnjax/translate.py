@@ -7,7 +7,7 @@
 Reads one sentence per line (stdin, or ``--input``: a local path or a bucket URL, gzipped or not) and writes one
 translation per line in the same order (stdout, or ``--output``). With ``--n_best=K > 1`` every input gives K lines
 ``<input line number>\\t<score>\\t<hypothesis>``, best first (the score is the length-normalised log-probability).
-Loads only the vocabulary and the parameters of the workdir (see :func:`attnjax.inference.load_workdir`); decoding is
+Loads only the vocabulary and the parameters of the workdir (see :func:`attnjax.trained.load_workdir`); decoding is
 sharded over every device. Empty lines give empty translations; lines longer than ``data.max_src_len`` tokens are
 truncated (and counted on stderr).
 """
@@ -19,7 +19,7 @@ import sys
 from absl import app, flags
 
 from attnjax import cli, config as config_lib
-from attnjax import fs, inference
+from attnjax import fs, inference, trained
 from attnjax.data import squad
 from attnjax.runtime.processes import quiet_orbax_logging
 
@@ -45,7 +45,7 @@ def translate_lines(workdir: str, lines: list[str], *, checkpoint: str = "best",
   for key, value in (eval_overrides or {}).items():
     if value is not None:
       config.eval[key] = value
-  loaded = inference.load_workdir(workdir, checkpoint=checkpoint, average_last=average_last, config=config)
+  loaded = trained.load_workdir(workdir, checkpoint=checkpoint, average_last=average_last, config=config)
   decoder = inference.decoder_for(loaded.model, loaded.mesh, config.eval, vocab_size=loaded.vocabularies.tgt.size,
                                 n_best=n_best)
   return inference.translate_texts(decoder, loaded.params, loaded.vocabularies.src, loaded.vocabularies.tgt, lines,

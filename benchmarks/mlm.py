@@ -43,7 +43,7 @@ def batch_arrays(args):
 
 def attnjax_step(args):
   from attnjax.models.bert import BertMaskedLM  # pylint: disable=g-import-not-at-top
-  from attnjax.training import steps  # pylint: disable=g-import-not-at-top
+  from attnjax.families import masked_lm  # pylint: disable=g-import-not-at-top
   inputs, positions, targets = batch_arrays(args)
   model = BertMaskedLM(vocab_size=VOCAB, max_length=512, dropout_rate=0.1, attention_dropout_rate=0.1, **MINILM)
   batch = {"input_ids": inputs, "segment_ids": np.ones_like(inputs), "positions": np.broadcast_to(
@@ -56,7 +56,7 @@ def attnjax_step(args):
 
   def step(params, opt_state, rng):
     def loss(p):
-      stats = steps.mlm_loss_stats(model, p, batch, rng, False)
+      stats = masked_lm.mlm_loss_stats(model, p, batch, rng, False)
       return stats["loss_sum"] / stats["ntokens"]
     value, grads = jax.value_and_grad(loss)(params)
     updates, opt_state = tx.update(grads, opt_state, params)

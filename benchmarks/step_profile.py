@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import optax
 
 from attnjax.models.transformer import Transformer
-from attnjax.training.losses import smoothed_cross_entropy
+from attnjax.models.losses import smoothed_cross_entropy
 from benchmarks.common import interleaved_medians, machine_description, markdown_table
 from benchmarks.train_step import CONFIGS, add_step_arguments, token_batch
 

@@ -23,7 +23,7 @@ import numpy as np
 import optax
 
 from attnjax.models.transformer import Transformer
-from attnjax.training.losses import smoothed_cross_entropy
+from attnjax.models.losses import smoothed_cross_entropy
 from benchmarks.common import (compiled_step_runner, interleaved_medians, machine_description, markdown_table,
                                run_side)
 

@@ -18,7 +18,8 @@ import time
 
 import jax
 
-from attnjax import config as config_lib, inference
+from attnjax import config as config_lib, inference, trained
+from attnjax import families
 from attnjax.data import tasks
 from benchmarks.common import machine_description, markdown_table
 
@@ -26,8 +27,8 @@ from benchmarks.common import machine_description, markdown_table
 def _translator(workdir: str, split: str, beam_size: int, limit: int | None = None):
   config = config_lib.load_config(workdir)
   tasks.resolve_data_dir(config.data, workdir)
-  examples = tasks.load_split(config.data, split)[:limit]
-  loaded = inference.load_workdir(workdir, checkpoint="best", config=config)
+  examples = families.load_split(config.data, split)[:limit]
+  loaded = trained.load_workdir(workdir, checkpoint="best", config=config)
   with config.eval.unlocked():
     config.eval.beam_size, config.eval.decode = beam_size, "beam"
   decoder = inference.decoder_for(loaded.model, loaded.mesh, config.eval, vocab_size=loaded.vocabularies.tgt.size)

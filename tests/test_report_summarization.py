@@ -204,7 +204,7 @@ def test_copy_map_gives_the_decoded_summarys_attention_and_p_gen(tmp_path, famil
   from attnjax.models.interface import BOS_ID  # pylint: disable=g-import-not-at-top
   from attnjax.models.rnn_seq2seq import RNNSeq2Seq  # pylint: disable=g-import-not-at-top
   from attnjax.models.transformer import Transformer  # pylint: disable=g-import-not-at-top
-  from attnjax.report import copy_maps  # pylint: disable=g-import-not-at-top
+  from attnjax.analysis import copy_maps  # pylint: disable=g-import-not-at-top
   from tests.models.test_transformer import cross_attention_from_parameters  # pylint: disable=g-import-not-at-top
   if family == "lstm":
     model = RNNSeq2Seq(src_vocab_size=12, tgt_vocab_size=12, embed_dim=8, hidden_dim=8, attention="bahdanau",

@@ -5,7 +5,7 @@
 reads every module under ``attnjax/`` with :mod:`ast` (nothing is imported), resolves each ``import`` and ``from ...
 import`` to the attnjax modules it names, at module level or inside a function, and prints: the number of modules and
 edges (function-level ones apart), every import cycle (a strongly connected component of more than one module, with
-one cycle through it), and the modules reachable from ``--from`` (each entry point's run-time closure: what Python
+one cycle through it), every import that points up a layer of :data:`LAYERS`, and the modules reachable from ``--from`` (each entry point's run-time closure: what Python
 may load once every function has run). An import at module level is what ``import`` loads; one inside a function is
 what the function loads when it runs, which a check of ``sys.modules`` after import does not see.
 """
@@ -151,6 +151,48 @@ def one_cycle(component: list[str], graph: dict[str, set[str]]) -> list[str]:
   return component
 
 
+# attnjax's layers, bottom first: a module may import its own layer and the layers below, never one above. A module
+# belongs to the layer of its longest prefix here (a package, or a module of its own); "attnjax", the package's own
+# __init__, is itself only.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("base", ("attnjax", "attnjax.fs", "attnjax.tokens", "attnjax.progress", "attnjax.targets", "attnjax.visualize")),
+    ("data, metrics, kernels", ("attnjax.data", "attnjax.metrics", "attnjax.kernels")),
+    ("layers", ("attnjax.layers", "attnjax.demo")),
+    ("models", ("attnjax.models", "attnjax.recipes")),
+    ("runtime, transfer", ("attnjax.runtime", "attnjax.transfer")),
+    ("decoding and prediction", ("attnjax.decoding", "attnjax.generation", "attnjax.inference")),
+    ("task families", ("attnjax.families",)),
+    ("config", ("attnjax.config",)),
+    ("evaluation", ("attnjax.trained", "attnjax.scoring", "attnjax.cli")),
+    ("training", ("attnjax.training",)),
+    ("report and planning", ("attnjax.report", "attnjax.compile", "attnjax.baselines")),
+    ("analysis", ("attnjax.analysis", "attnjax.quickstart")),
+    ("commands", ("attnjax.train", "attnjax.evaluate", "attnjax.translate", "attnjax.generate", "attnjax.sts")),
+)
+
+
+def layer_of(module: str, layers=LAYERS) -> int | None:
+  """The index in ``layers`` of the module's longest listed prefix; None when none lists it."""
+  best, rank = -1, None
+  for i, (_, prefixes) in enumerate(layers):
+    for prefix in prefixes:
+      inside = module.startswith(f"{prefix}.") and "." in prefix
+      if (module == prefix or inside) and len(prefix) > best:
+        best, rank = len(prefix), i
+  return rank
+
+
+def upward(all_edges: list[Edge], layers=LAYERS) -> list[Edge]:
+  """The edges from a module to one of a higher layer (function-level ones included)."""
+  return [e for e in all_edges if layer_of(e.source, layers) is not None and layer_of(e.target, layers) is not None
+          and layer_of(e.target, layers) > layer_of(e.source, layers)]
+
+
+def unplaced(files: dict[str, str], layers=LAYERS) -> list[str]:
+  """The modules no layer lists."""
+  return sorted(m for m in files if layer_of(m, layers) is None)
+
+
 def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
   seen, todo = {start}, [start]
   while todo:
@@ -186,6 +228,13 @@ def main(argv=None) -> int:
     print(f"\ncycles at {label}: {len(components)}")
     for component in components:
       print(f"  {len(component)} modules: {' -> '.join(one_cycle(component, g))}")
+  up = upward(found)
+  print(f"\nimports that point up a layer: {len(up)}")
+  for e in up:
+    print(f"  {e.source}:{e.line} ({LAYERS[layer_of(e.source)][0]}) -> {e.target} ({LAYERS[layer_of(e.target)][0]})"
+          f"{' inside a function' if e.in_function else ''}")
+  for module in unplaced(files):
+    print(f"  no layer lists {module}")
   for start in args.starts or ["attnjax.evaluate"]:
     closure = sorted(reachable(graph, start) - {start})
     groups = sorted({m.split(".")[1] if m.count(".") else m for m in closure})

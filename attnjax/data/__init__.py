@@ -10,7 +10,8 @@
 * :mod:`attnjax.data.tokenizer`: SentencePiece vocabularies trained once per workdir.
 * :mod:`attnjax.data.squad`: SQuAD records (:mod:`attnjax.data.squad_question`), answer spans in tokens and back to
   text; :mod:`attnjax.data.spans`: :class:`~attnjax.data.spans.SpanBatcher` for extractive QA.
-* :mod:`attnjax.data.tasks`: :func:`~attnjax.data.tasks.load_task`, a config's data as the training loop sees it.
+* :mod:`attnjax.data.tasks`: the named tasks of the literature (:func:`~attnjax.data.tasks.use_task`) and the task data
+  the task families build (:mod:`attnjax.families`).
 """
 
 from attnjax.data.pipeline import Batch, BucketSpec, Seq2SeqBatcher

@@ -65,3 +65,19 @@ def build_model(model_cfg, *, src_vocab_size: int, tgt_vocab_size: int):
     return MODELS[name](src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, **kwargs)
   except ValueError as e:
     raise ValueError(f"invalid model config ({name}): {e}") from e
+
+
+def count_params(model_cfg: dict, vocab_size: int, *, embeddings: bool = True) -> int:
+  """Parameters of the model ``model_cfg`` builds with a vocabulary of ``vocab_size`` (both sides), counted from the
+  shapes alone (nothing is initialised); without ``embeddings``, the ones outside its embedding tables (a leaf whose
+  path names "embed")."""
+  import math  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  model = build_model(model_cfg, src_vocab_size=vocab_size, tgt_vocab_size=vocab_size)
+  tokens = jnp.ones((1, 4), jnp.int32)
+  shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), tokens, tokens))
+  total = 0
+  for path, leaf in jax.tree_util.tree_flatten_with_path(shapes)[0]:
+    if embeddings or "embed" not in jax.tree_util.keystr(path).lower():
+      total += math.prod(leaf.shape)
+  return total

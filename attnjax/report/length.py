@@ -2,7 +2,7 @@
 
 Each evaluated translation run's hypotheses file (``hypotheses.<split>.step<N>.txt``, one line per example, written
 by ``attnjax.evaluate``) is paired with its split's sources and references, read again through the run's own data
-config (``attnjax.data.tasks.load_split``), and the examples are bucketed by the number of whitespace-separated words
+config (``attnjax.families.load_split``), and the examples are bucketed by the number of whitespace-separated words
 of the source. Each bucket gets its own corpus BLEU (sacreBLEU, default settings), so a bucket's score is the BLEU of
 those sentences alone, as in the paper's figure; each bucket's sentence count is printed beside it.
 
@@ -78,6 +78,7 @@ def _split_and_hypotheses(record: dict, split: str, metrics: dict | None, what: 
     logging.warning("%s: %s has no hypotheses file for %s", what, record["run"], split)
     return None
   from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
+  from attnjax import families  # pylint: disable=g-import-not-at-top
   from attnjax.data import tasks  # pylint: disable=g-import-not-at-top
   import ml_collections  # pylint: disable=g-import-not-at-top
   data = config_lib.base_config().data
@@ -85,7 +86,7 @@ def _split_and_hypotheses(record: dict, split: str, metrics: dict | None, what: 
     data.update(ml_collections.ConfigDict(record["config"]["data"]))
   try:
     tasks.resolve_data_dir(data, record["workdir"])
-    examples = tasks.load_split(data, split)
+    examples = families.load_split(data, split)
   except Exception as e:  # pylint: disable=broad-except  (an optional section: never the report's failure)
     logging.warning("%s: %s: cannot read its %s split (%s)", what, record["run"], split, e)
     return None

@@ -402,8 +402,8 @@ def _parameters(config: dict, workdir: epath.Path, run: str) -> int | None:
     vocab_size = None
     if any(workdir.glob("*.model")) or any(workdir.glob("*vocab*.json")):
       from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
-      from attnjax.data import tasks  # pylint: disable=g-import-not-at-top
-      vocabularies = tasks.load_vocabularies(config_lib.load_config(workdir).data, str(workdir))
+      from attnjax import families  # pylint: disable=g-import-not-at-top
+      vocabularies = families.load_vocabularies(config_lib.load_config(workdir).data, str(workdir))
       vocab_size = max(vocabularies.src.size, vocabularies.tgt.size)
     return non_embedding_params(config, embeddings=True, vocab_size=vocab_size)
   except Exception as e:  # pylint: disable=broad-except  (a column of the report: never its failure)

@@ -35,31 +35,18 @@ def non_embedding_params(config: dict, *, embeddings: bool = False, vocab_size: 
   """Parameters of ``config["model"]`` (a run's config.json) outside its embedding tables (all of them with
   ``embeddings=True``), counted on the model the config builds: a vocabulary of ``vocab_size`` (default
   ``data.vocab_size``), padded as training pads it (``data.vocab_multiple``)."""
+  from attnjax.models.registry import count_params  # pylint: disable=g-import-not-at-top  (JAX only when counting)
   data = config.get("data") or {}
   vocab = int(vocab_size or data.get("vocab_size") or 8000)
   multiple = int(data.get("vocab_multiple") or 1)
   vocab = -(-vocab // multiple) * multiple
   key = json.dumps([config["model"], vocab, embeddings], sort_keys=True, default=str)
   if key not in _COUNTED:  # a sweep's runs share their shapes: each model is traced once per report
-    _COUNTED[key] = _count(dict(config["model"]), vocab, embeddings)
+    _COUNTED[key] = count_params(dict(config["model"]), vocab, embeddings=embeddings)
   return _COUNTED[key]
 
 
 _COUNTED: dict[str, int] = {}
-
-
-def _count(model_config: dict, vocab: int, embeddings: bool) -> int:
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
-  model = build_model(model_config, src_vocab_size=vocab, tgt_vocab_size=vocab)
-  tokens = jnp.ones((1, 4), jnp.int32)
-  shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), tokens, tokens))
-  total = 0
-  for path, leaf in jax.tree_util.tree_flatten_with_path(shapes)[0]:
-    if embeddings or "embed" not in jax.tree_util.keystr(path).lower():
-      total += math.prod(leaf.shape)
-  return total
 
 
 def fit_power_law(n, loss) -> dict:

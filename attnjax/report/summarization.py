@@ -222,6 +222,7 @@ def length_rows(records: list[dict]) -> list[tuple[dict, dict[str, list[float]]]
   """(record, :func:`rouge_by_length`) of every evaluated summarization run whose hypotheses file and split can be
   read here; a run that cannot is logged and left out."""
   from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
+  from attnjax import families  # pylint: disable=g-import-not-at-top
   from attnjax.data import tasks  # pylint: disable=g-import-not-at-top
   rows, splits = [], {}
   for r in _evaluated(records):
@@ -234,7 +235,7 @@ def length_rows(records: list[dict]) -> list[tuple[dict, dict[str, list[float]]]
       if key not in splits:
         data = config_lib.load_config(r["workdir"]).data
         tasks.resolve_data_dir(data, r["workdir"])
-        splits[key] = tasks.load_split(data, r["split"])
+        splits[key] = families.load_split(data, r["split"])
       pairs = splits[key]
       hypotheses = fs.read_text(path).split("\n")[:len(pairs)]
       rows.append((r, rouge_by_length([a for a, _ in pairs], hypotheses, [s for _, s in pairs])))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import signal
 import time
@@ -13,16 +12,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnjax import config as config_lib
-from attnjax import fs, inference, scoring
-from attnjax import metrics as metrics_lib
-from attnjax.data.pipeline import Seq2SeqBatcher
-from attnjax.data.spans import SpanBatcher
-from attnjax.data.tasks import Vocabularies, load_task
+from attnjax import families, fs
+from attnjax.families.base import Predictions, mean_loss
 from attnjax.models.registry import build_model
-from attnjax.runtime import partitioning
+from attnjax.runtime import partitioning, workdir_lock
 from attnjax.runtime.checkpointing import Checkpointer, CheckpointRestoreError
 from attnjax.runtime.processes import maybe_initialize_distributed
-from attnjax.training import provenance, steps, summaries, warm_start, workdir_lock
+from attnjax.training import provenance, steps, summaries, warm_start
 from attnjax.training.watchdog import PeerWatchdog, exit_now, this_process
 from attnjax.training.optim import make_optimizer
 from attnjax.training.state import abstract_with_sharding, create_train_state
@@ -106,97 +102,61 @@ def _check_best_metric(best_metric: str, metrics) -> None:
 
 
 class Experiment:
-  """Everything a config builds: task, model, mesh, optimiser, state shardings, batchers, jitted steps."""
+  """Everything a config builds: task, model, mesh, optimiser, state shardings, batchers, jitted steps.
+
+  What depends on the kind of task (its data, batchers, loss, evaluation) is asked of the config's task family
+  (:mod:`attnjax.families`); an Experiment is the :class:`~attnjax.families.base.Run` a family evaluates.
+  """
 
   def __init__(self, config, workdir: str):
     config_lib.validate(config)
     self.config, self.workdir = config, workdir
-    # METEOR's language and its data checked now, not at the first evaluation hours later (the tasks' own metrics
-    # leave METEOR out: it is asked for in eval.metrics)
-    self.meteor_language = config_lib.meteor_language(config) if "meteor" in config.eval.metrics else None
-    if self.meteor_language is not None:
-      metrics_lib.check_meteor_available(self.meteor_language)
-    self.task = load_task(config.data, workdir)
+    self.family = families.of(config)
+    self.task = self.family.load_task(config.data, workdir)
     self.metrics = tuple(config.eval.metrics) or self.task.metrics
+    # what scoring needs (METEOR's language and data) checked now, not at the first evaluation hours later
+    self.family.check_evaluation(config, self.metrics)
     pad = lambda n: -(-n // config.data.vocab_multiple) * config.data.vocab_multiple
     self.model = build_model(config.model.to_dict(), src_vocab_size=pad(self.task.src_vocab.size),
                              tgt_vocab_size=pad(self.task.tgt_vocab.size))
-    if self.task.kind == "span":
-      self._check_span_model()
+    self.family.check_model(self.task, self.model)
     self.mesh = partitioning.create_mesh(config.mesh.axes, config.mesh.shape)
     self.rules = config.mesh.rules
     d_model = getattr(self.model, "d_model", None) or getattr(self.model, "hidden_dim", None)
     self.tx, self.schedule = make_optimizer(config.train, d_model)
     self.state, self.state_sharding, self.abstract = create_train_state(self.model, self.tx, self.mesh, self.rules,
                                                                         config.seed)
-    losses, ndims = self._make_batchers()
+    self.train_batches, self.eval_batches = self.family.batchers(self.task, config, config.eval.split,
+                                                                 shards=self._shards())
+    loss_fn = self.family.loss(config, self.task)
+    ndims = self.family.batch_ndims
     batch_sharding = None if ndims is None else steps.batch_shardings(ndims, self.mesh, self.rules)
     self.train_step = steps.make_train_step(
         self.model, self.tx, self.schedule, state_sharding=self.state_sharding, mesh=self.mesh, rules=self.rules,
-        grad_accum_steps=config.train.grad_accum_steps, batch_sharding=batch_sharding, **losses)
+        grad_accum_steps=config.train.grad_accum_steps, batch_sharding=batch_sharding, loss_fn=loss_fn)
     self.eval_step = steps.make_eval_step(self.model, state_sharding=self.state_sharding, mesh=self.mesh,
-                                          rules=self.rules, batch_sharding=batch_sharding, **losses)
+                                          rules=self.rules, batch_sharding=batch_sharding, loss_fn=loss_fn)
+    self.cache: dict = {}  # the family's objects kept between evaluations (a decoder, a span predictor)
     t = config.train
     self.checkpointer = Checkpointer(fs.join(workdir, "checkpoints"), keep=t.keep_checkpoints,
                                      best_metric=t.best_metric, best_mode=t.best_mode, async_save=t.async_checkpoints)
 
-  def _check_span_model(self) -> None:
-    """What only the data can tell about a SpanQA config: no-answer support and the learned-position table."""
-    task, model = self.task, self.model
-    if model.encoder == "bert":
-      vocab = task.vocab
-      if not hasattr(vocab, "cls_id"):
-        raise ValueError("config.model.encoder='bert' reads WordPiece ids: set config.data.vocab_file (the encoder's "
-                         "vocab.txt) instead of training a SentencePiece vocabulary")
-      if (vocab.cls_id, vocab.sep_id) != (model.cls_id, model.sep_id):
-        raise ValueError(f"config.model.cls_id / sep_id = {model.cls_id} / {model.sep_id}, but data.vocab_file has "
-                         f"[CLS] {vocab.cls_id} and [SEP] {vocab.sep_id}")
-    if task.version == "2.0" and not model.allow_no_answer:
-      raise ValueError("config.model.allow_no_answer is False but the data has unanswerable (SQuAD 2.0) questions")
-    # rows are padded to multiples of 8, the context side with room for the batcher's EOS (see SpanBatcher)
-    packed = -(-task.max_question_len // 8) * 8 + -(-(task.max_context_len + 1) // 8) * 8 + 2
-    if model.encoder == "bert" and model.max_length < packed + 1:
-      raise ValueError(f"config.model.max_length={model.max_length} is too short for [CLS] question [SEP] context "
-                       f"[SEP] padded to data.max_question_len={task.max_question_len} and data.max_context_len="
-                       f"{task.max_context_len}: it must be at least {packed + 1}")
-    if model.encoder == "transformer" and model.positional == "learned" and model.max_length < packed:
-      raise ValueError(f"config.model.max_length={model.max_length} is too short for learned positions over [CLS] "
-                       f"question [SEP] context padded to data.max_question_len={task.max_question_len} and "
-                       f"data.max_context_len={task.max_context_len}: it must be at least {packed}")
-
-  def _make_batchers(self):
-    """Training and validation-loss batchers; returns the step's loss options and the batch arrays' ranks (None: all
-    ``[batch, length]``)."""
-    config, d = self.config, self.config.data
+  def _shards(self) -> dict:
+    """What the mesh and the processes ask of every batch: this process's share, and rows in a multiple of the
+    data-parallel devices times the gradient-accumulation steps."""
+    d = self.config.data
     dp = partitioning.data_parallel_size(self.mesh, self.rules)
-    common = dict(batch_size=d.batch_size, max_tokens=d.max_tokens, num_shards=jax.process_count(),
-                  shard_index=jax.process_index(),
-                  batch_multiple=int(np.lcm(dp, jax.process_count()) * config.train.grad_accum_steps))
-    if self.task.kind in ("mlm", "lm"):
-      self.train_batches = self.task.batcher("train", shuffle=True, seed=config.seed, batch_size=d.batch_size,
-                                             num_shards=common["num_shards"], shard_index=common["shard_index"],
-                                             batch_multiple=common["batch_multiple"])
-      self.eval_batches = self.task.batcher(config.eval.split, shuffle=False, seed=0, batch_size=d.batch_size,
-                                            num_shards=common["num_shards"], shard_index=common["shard_index"],
-                                            batch_multiple=common["batch_multiple"])
-      return dict(loss_fn=steps.mlm_loss_stats if self.task.kind == "mlm" else steps.lm_loss_stats), None
-    if self.task.kind == "span":
-      common.update(max_question_len=self.task.max_question_len, max_context_len=self.task.max_context_len)
-      self.train_batches = SpanBatcher(self.task.examples("train", train=True), bucket_boundaries=d.bucket_boundaries,
-                                       shuffle=True, seed=config.seed, **common)
-      self.eval_batches = SpanBatcher(self.task.examples(config.eval.split, train=True), shuffle=False, seed=0,
-                                      **common)
-      # train.label_smoothing is for the seq2seq loss
-      return dict(loss_fn=steps.span_loss_stats), steps.SPAN_BATCH_NDIMS
-    common.update(max_src_len=d.max_src_len, max_tgt_len=d.max_tgt_len, truncate=bool(d.get("truncate", False)))
-    self.train_batches = Seq2SeqBatcher(self.task.encoded("train"), bucket_boundaries=d.bucket_boundaries,
-                                        shuffle=True, seed=config.seed, pack=d.pack, **common)
-    self.eval_batches = Seq2SeqBatcher(self.task.encoded(config.eval.split), shuffle=False, seed=0, **common)
-    # every seq2seq array is [batch, length], packed (training) or not (validation): one sharding for all keys
-    # smoothing mass only on the real target vocabulary (not PAD, BOS or the padded ids)
-    loss_fn = functools.partial(steps.seq2seq_loss_stats, label_smoothing=config.train.label_smoothing,
-                                vocab_size=self.task.tgt_vocab.size)
-    return dict(loss_fn=loss_fn), None
+    return dict(batch_size=d.batch_size, max_tokens=d.max_tokens, num_shards=jax.process_count(),
+                shard_index=jax.process_index(),
+                batch_multiple=int(np.lcm(dp, jax.process_count()) * self.config.train.grad_accum_steps))
+
+  @property
+  def params(self):
+    return self.state.params
+
+  def loss_totals(self, batches) -> dict[str, float]:
+    """The loss function's sums over host-local ``batches`` (all processes together)."""
+    return validation_loss(self.eval_step, self.state.params, batches, self.mesh, self.rules, return_totals=True)
 
   def restore(self, step: int | None = None) -> int:
     """Restores the newest readable (or the given) checkpoint into the configured shardings; returns its step (0
@@ -210,52 +170,13 @@ class Experiment:
     return int(step)
 
   def evaluate(self, *, limit: int | None) -> tuple[dict[str, float], dict[str, str]]:
-    """Validation loss, then decoding (or span prediction) of the first ``limit`` examples of ``eval.split``."""
-    cfg = self.config
-    if self.task.kind in ("mlm", "lm"):  # predict() already reads every row of the split: its loss is the loss
-      predictions = self.predict(cfg.eval.split, limit=limit)
-      loss = predictions.scores["mlm_loss" if self.task.kind == "mlm" else "lm_loss"]
-      return {"loss": loss, "nll": loss, **predictions.scores}, predictions.signatures
-    batches = [b for _, b in zip(range(cfg.eval.loss_batches), self.eval_batches.iterate_epoch(0))]
-    values = validation_loss(self.eval_step, self.state.params, batches, self.mesh, self.rules)
-    predictions = self.predict(cfg.eval.split, limit=limit)
-    values.update(predictions.scores)
-    return values, predictions.signatures
+    """The family's evaluation of the current state: validation loss, then decoding (or span prediction) of the
+    first ``limit`` examples of ``eval.split``."""
+    return self.family.evaluate(self, limit=limit)
 
-  def predict(self, split: str, *, limit: int | None) -> scoring.Predictions:
+  def predict(self, split: str, *, limit: int | None) -> Predictions:
     """Predictions and scores on the first ``limit`` examples (all: None) of ``split``, sharded over the devices."""
-    cfg = self.config
-    if self.task.kind == "lm":  # every row of the split: loss per token and bits per byte
-      batches = self.task.batcher(split, shuffle=False, seed=0, batch_size=cfg.data.batch_size,
-                                  num_shards=jax.process_count(), shard_index=jax.process_index())
-      values = validation_loss(self.eval_step, self.state.params, batches.iterate_epoch(0), self.mesh, self.rules,
-                               return_totals=True)
-      return scoring.Predictions(scores=scoring.lm_scores(values, self.task.bytes[split]), signatures={})
-    if self.task.kind == "mlm":  # every row of the split, masked as at every evaluation: MLM loss and accuracy
-      batches = self.eval_batches if split == cfg.eval.split else self.task.batcher(
-          split, shuffle=False, seed=0, batch_size=cfg.data.batch_size, num_shards=jax.process_count(),
-          shard_index=jax.process_index())
-      values = validation_loss(self.eval_step, self.state.params, batches.iterate_epoch(0), self.mesh, self.rules)
-      return scoring.Predictions(scores={"mlm_loss": values["loss"], "mlm_accuracy": values["accuracy"],
-                                         "mlm_predictions": values["ntokens"]}, signatures={})
-    params = inference.replicate(self.state.params, self.mesh)
-    if self.task.kind == "span":
-      if not hasattr(self, "_span_predictor"):
-        self._span_predictor = inference.SpanPredictor(self.model, self.mesh)
-      examples = self.task.examples(split, train=False)
-      examples = examples[:limit] if limit else examples
-      return scoring.predict_and_score_spans(
-          self._span_predictor, params, examples, self.metrics, self.task.version,
-          max_question_len=self.task.max_question_len, max_context_len=self.task.max_context_len,
-          batch_size=cfg.eval.batch_size)
-    if not hasattr(self, "_decoder"):
-      self._decoder = inference.decoder_for(self.model, self.mesh, cfg.eval, vocab_size=self.task.tgt_vocab.size)
-    pairs = self.task.splits[split]
-    pairs = pairs[:limit] if limit else pairs
-    vocabularies = Vocabularies(self.task.src_vocab, self.task.tgt_vocab)
-    return scoring.decode_and_score(self._decoder, params, vocabularies, pairs, self.metrics,
-                                    max_src_len=cfg.data.max_src_len, batch_size=cfg.eval.batch_size,
-                                    meteor_language=self.meteor_language)
+    return self.family.predict(self, split, limit=limit)
 
 
 EARLY_STOPPING_KEYS = ("best_step", "best_value", "evals_since_best")
@@ -280,13 +201,7 @@ def validation_loss(eval_step, params, batches, mesh, rules, *, return_totals: b
     out = jax.device_get(eval_step(params, steps.global_batch(batch, mesh, rules)))
     for key in out:
       totals[key] = totals.get(key, 0.0) + float(out[key])
-  if return_totals:
-    return totals
-  n = max(totals["ntokens"], 1.0)
-  values = {"loss": totals["loss_sum"] / n, "nll": totals["nll_sum"] / n}
-  if "correct_sum" in totals:  # masked-LM accuracy, with the number of predictions it is over
-    values.update(accuracy=totals["correct_sum"] / n, ntokens=totals["ntokens"])
-  return values
+  return totals if return_totals else mean_loss(totals)
 
 
 def window_means(per_step: list[dict]) -> dict[str, float]:
@@ -299,17 +214,6 @@ def window_means(per_step: list[dict]) -> dict[str, float]:
   mean = lambda key: float(np.dot(weights, [float(m[key]) for m in per_step]) / total)
   return {"loss": mean("loss"), "nll": mean("nll"), "grad_norm": float(np.mean([m["grad_norm"] for m in per_step])),
           "learning_rate": float(per_step[-1]["learning_rate"]), "tokens": float(weights.sum())}
-
-
-def _tokens(batch) -> float:
-  """The tokens a batch trains on: target tokens (seq2seq), question + context tokens (extractive QA)."""
-  if "tgt_mask" in batch:
-    return float(batch["tgt_mask"].sum())
-  if "weights" in batch and "targets" in batch:  # language model: the predicted tokens
-    return float(batch["weights"].sum())
-  if "segment_ids" in batch:  # masked LM: every real token of the packed rows is read
-    return float((batch["segment_ids"] > 0).sum())
-  return float(batch["question_mask"].sum() + batch["context_mask"].sum())
 
 
 def train_and_evaluate(config, workdir: str, on_step=None, *, allow_config_change: bool = False) -> dict:
@@ -447,7 +351,7 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
       window_metrics.append(metrics)
       step += 1
       window_flops += flops_by_shape[shape_key]
-      window_tokens += _tokens(local) * jax.process_count()  # host-side: no device sync per step
+      window_tokens += exp.family.tokens(local) * jax.process_count()  # host-side: no device sync per step
       if on_step is not None:
         on_step(step)
       if step % t.log_every == 0 or step == t.steps:

@@ -14,8 +14,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-SCHEDULES = ("rsqrt", "constant", "linear_warmup_cosine", "linear", "halving")
-OPTIMIZERS = ("adam", "sgd", "adadelta", "adagrad")
+from attnjax.config import OPTIMIZERS, SCHEDULES  # the names the config check accepts, beside the config
 
 
 def learning_rate_schedule(cfg, d_model: int | None = None):

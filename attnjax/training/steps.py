@@ -6,9 +6,10 @@ the mask and 1 device, 8 devices or 2 hosts train identically.
 
 A loss function ``loss_fn(model, params, batch, rng, deterministic) -> {"loss_sum", "nll_sum", "ntokens"}`` returns
 sums over the batch, so that micro-batches, devices and hosts add up exactly before the one normalisation by
-``ntokens``: :func:`seq2seq_loss_stats` (label-smoothed cross-entropy over target tokens) and
-:func:`span_loss_stats` (start/end pointer NLL, ``ntokens`` counting questions) and :func:`mlm_loss_stats` (masked
-tokens only, with ``correct_sum``).
+``ntokens``. Each task family has its own (:meth:`attnjax.families.base.TaskFamily.loss`): label-smoothed
+cross-entropy over target tokens, the start/end pointer NLL with ``ntokens`` counting questions, the masked-LM loss
+over masked tokens only with ``correct_sum``, the next-token loss of a language model. The default here is the
+sequence-to-sequence one.
 """
 
 from __future__ import annotations
@@ -20,63 +21,8 @@ import optax
 import functools
 
 from attnjax.data.pipeline import HOST_ONLY_KEYS
-from attnjax.models.bert import mlm_statistics
-from attnjax.models.lm import lm_statistics
-from attnjax.models.span_qa import span_nll
+from attnjax.families.seq2seq import seq2seq_loss_stats
 from attnjax.runtime import partitioning
-from attnjax.training.losses import smoothed_cross_entropy
-
-BATCH_KEYS = ("src", "src_mask", "tgt_in", "tgt_out", "tgt_mask")
-PACKED_KEYS = ("src_segment_ids", "tgt_segment_ids", "src_positions", "tgt_positions")
-SPAN_BATCH_KEYS = ("question", "question_mask", "context", "context_mask", "start_positions", "end_positions",
-                   "is_impossible", "weights")
-SPAN_BATCH_NDIMS = {**{key: 2 for key in SPAN_BATCH_KEYS[:4]}, **{key: 1 for key in SPAN_BATCH_KEYS[4:]}}
-
-
-def seq2seq_loss_stats(model, params, batch, rng, deterministic, *, label_smoothing=0.0, vocab_size=None):
-  """Label-smoothed cross-entropy, plus any per-token auxiliary loss ``[B, T]`` the model sows into its ``"losses"``
-  collection (See et al.'s coverage loss), summed under the target mask into ``loss_sum`` (``nll_sum`` stays the
-  NLL)."""
-  rngs = None if deterministic else {"dropout": rng}
-  packed = {key: batch[key] for key in PACKED_KEYS if key in batch}  # packed rows (Transformer only)
-  logits, sown = model.apply({"params": params}, batch["src"], batch["tgt_in"], batch["src_mask"],
-                             deterministic=deterministic, rngs=rngs, mutable=["losses"], **packed)
-  stats = smoothed_cross_entropy(logits, batch["tgt_out"], batch["tgt_mask"], label_smoothing, vocab_size)
-  weights = batch["tgt_mask"].astype(jnp.float32)
-  for aux in jax.tree_util.tree_leaves(sown.get("losses", {})):
-    stats["loss_sum"] = stats["loss_sum"] + jnp.sum(aux * weights)
-  return stats
-
-
-def span_loss_stats(model, params, batch, rng, deterministic):
-  """Sums of :func:`attnjax.models.span_qa.span_nll` over the batch's questions (``weights`` 0 drops filler rows);
-  ``ntokens`` is the number of questions, so the step's loss is the mean per question."""
-  rngs = None if deterministic else {"dropout": rng}
-  outputs = model.apply({"params": params}, batch["question"], batch["context"], batch["question_mask"],
-                        batch["context_mask"], deterministic=deterministic, rngs=rngs)
-  impossible = batch["is_impossible"] if "no_answer_logit" in outputs else None
-  nll = span_nll(outputs, batch["start_positions"], batch["end_positions"], impossible)
-  weights = batch["weights"].astype(jnp.float32)
-  total = jnp.sum(nll * weights)
-  return {"loss_sum": total, "nll_sum": total, "ntokens": jnp.sum(weights)}
-
-
-def mlm_loss_stats(model, params, batch, rng, deterministic):
-  """BERT's masked-LM loss: cross-entropy at the masked positions only (``mlm_weights`` 0 pads), summed;
-  ``ntokens`` is the number of predictions and ``correct_sum`` how many the argmax gets right."""
-  rngs = None if deterministic else {"dropout": rng}
-  logits = model.apply({"params": params}, batch["input_ids"], batch["segment_ids"], batch["positions"],
-                       batch["mlm_positions"], deterministic=deterministic, rngs=rngs)  # [B, P, V]
-  return mlm_statistics(logits, batch["mlm_ids"], batch["mlm_weights"])
-
-
-def lm_loss_stats(model, params, batch, rng, deterministic):
-  """The language model's next-token cross-entropy over the weighted targets of packed rows."""
-  rngs = None if deterministic else {"dropout": rng}
-  logits = model.apply({"params": params}, batch["inputs"], batch["segment_ids"], batch["positions"],
-                       deterministic=deterministic, rngs=rngs)
-  return lm_statistics(logits, batch["targets"], batch["weights"])
-
 
 def batch_shardings(keys_and_ndims, mesh, rules):
   """``{key: NamedSharding}`` splitting every array of a batch along its first (batch) axis, from ``{key: ndim}``."""

@@ -168,8 +168,8 @@ def encoder_params(source: str) -> dict:
   if not fs.exists(fs.join(source, "checkpoints")):
     raise FileNotFoundError(f"train.init_encoder_from={source}: neither a Hugging Face checkpoint (config.json, "
                             "model.safetensors) nor an attnjax workdir (checkpoints/)")
-  from attnjax import inference  # pylint: disable=g-import-not-at-top
-  loaded = inference.load_workdir(source, checkpoint="best")
+  from attnjax import trained  # pylint: disable=g-import-not-at-top
+  loaded = trained.load_workdir(source, checkpoint="best")
   if "bert" not in loaded.params:
     raise ValueError(f"train.init_encoder_from={source}: its model ({loaded.config.model.name}) has no BERT encoder")
   params = jax.tree_util.tree_map(np.asarray, jax.device_get(loaded.params["bert"]))

@@ -8,7 +8,7 @@ import pytest
 
 from attnjax.data import squad
 from attnjax.data.spans import SpanBatcher
-from attnjax.data.tasks import load_task
+from attnjax.families import load_task
 from tests.squad_fixture import synthetic_squad, write_squad
 
 

@@ -4,6 +4,7 @@ import ml_collections
 import pytest
 
 from attnjax import config as config_lib
+from attnjax import families
 from attnjax.data.tasks import TASKS, use_task
 from attnjax.training.loop import _check_best_metric  # pylint: disable=protected-access
 
@@ -23,8 +24,7 @@ def test_every_registered_task_gives_a_valid_config(name):
   assert config.data.source == spec.source and config.data.task == name
   plain = lambda v: v.to_dict() if isinstance(v, ml_collections.ConfigDict) else v
   assert all(plain(config.data[key]) == value for key, value in spec.fields.items())
-  allowed = {"extractive_qa": config_lib.SPAN_METRICS, "mlm": config_lib.MLM_METRICS,
-             "lm": config_lib.LM_METRICS}.get(spec.kind, config_lib.DECODING_METRICS)
+  allowed = families.of(config).metrics
   assert set(config.eval.metrics) <= set(allowed)
   # the "best" checkpoint is ranked by a value the evaluation computes
   _check_best_metric(config.train.best_metric, config.eval.metrics)
@@ -54,11 +54,10 @@ def test_synthetic_tasks_score_bleu_only_where_their_targets_have_ngrams(tmp_pat
   """BLEU is left out exactly where it cannot tell right from wrong: sacreBLEU's 13a tokenizer leaves a reversed string
   whole (one token, no bigrams), so even the reference scored against itself gets 0; dates split at their hyphens."""
   import sacrebleu  # pylint: disable=g-import-not-at-top
-  from attnjax.data.tasks import load_task  # pylint: disable=g-import-not-at-top
   config = config_lib.base_config()
   config.data.task = task
   config.data.train_examples, config.data.validation_examples, config.data.test_examples = 50, 20, 20
-  data = load_task(config.data, str(tmp_path))
+  data = families.load_task(config.data, str(tmp_path))
   references = [target for _, target in data.splits["test"]]
   perfect = sacrebleu.corpus_bleu(references, [references]).score
   assert (perfect > 99) == bleu_expected

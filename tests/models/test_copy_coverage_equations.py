@@ -135,8 +135,8 @@ def test_copy_and_coverage_need_additive_attention_and_one_vocabulary():
 
 def test_train_loss_adds_the_coverage_loss_of_real_target_tokens_only():
   """The step's loss_sum is the NLL plus λ·covloss summed over the real target tokens (tgt_mask), nll_sum the NLL."""
-  from attnjax.training.losses import smoothed_cross_entropy  # pylint: disable=g-import-not-at-top
-  from attnjax.training.steps import seq2seq_loss_stats  # pylint: disable=g-import-not-at-top
+  from attnjax.models.losses import smoothed_cross_entropy  # pylint: disable=g-import-not-at-top
+  from attnjax.families.seq2seq import seq2seq_loss_stats  # pylint: disable=g-import-not-at-top
   src, tgt = (jnp.asarray(x) for x in _batch())
   model = RNNSeq2Seq(src_vocab_size=V, tgt_vocab_size=V, embed_dim=E, hidden_dim=H, attention="bahdanau",
                      copy=True, coverage=True, coverage_loss_weight=2.0)

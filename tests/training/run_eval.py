@@ -38,7 +38,7 @@ def main():
       decoders.append(original(*a, **k))
       return decoders[-1]
 
-    scoring.inference.decoder_for = recording
+    inference.decoder_for = recording
     result = scoring.evaluate_checkpoint(args.workdir, split="test", checkpoint="latest", data_dir=args.data_dir)
     result["traced_shapes"] = [list(shape) for d in decoders for shape in d.traced_shapes]
   else:

@@ -103,7 +103,7 @@ def test_a_hugging_face_encoder_loads_into_the_reader_exactly_and_fine_tunes(tmp
 def test_the_loop_starts_fine_tuning_from_the_imported_encoder_and_a_fresh_head(tmp_path):
   """What train_and_evaluate itself trains from: one step at learning rate 0 leaves the parameters where the loop
   started, so its checkpoint holds the Hugging Face encoder exactly, and the span head of a fresh initialisation."""
-  from attnjax.inference import load_workdir  # pylint: disable=g-import-not-at-top
+  from attnjax.trained import load_workdir  # pylint: disable=g-import-not-at-top
   checkpoint = write_checkpoint(tmp_path / "bert")
   config = reader_config(tmp_path, checkpoint, steps=1)
   config.train.learning_rate = 0.0

@@ -4,7 +4,7 @@ import pytest
 
 from attnjax import config as config_lib
 from attnjax import metrics
-from attnjax.data.tasks import load_task
+from attnjax.families import load_task
 from attnjax.scoring import evaluate_checkpoint
 from attnjax.config import load_config
 from attnjax.training.loop import Experiment, train_and_evaluate
@@ -73,15 +73,15 @@ def test_a_packed_run_evaluates_its_unpacked_validation_batches(tmp_path, monkey
   equals the per-token NLL of each example run alone through the model."""
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from attnjax import inference  # pylint: disable=g-import-not-at-top
+  from attnjax import trained  # pylint: disable=g-import-not-at-top
   from attnjax.training import loop  # pylint: disable=g-import-not-at-top
   seen = []
   original = loop.validation_loss
 
-  def spy(eval_step, params, batches, mesh, rules):
+  def spy(eval_step, params, batches, mesh, rules, **options):
     batches = list(batches)
     seen.append(batches)
-    return original(eval_step, params, batches, mesh, rules)
+    return original(eval_step, params, batches, mesh, rules, **options)
 
   monkeypatch.setattr(loop, "validation_loss", spy)
   config = tiny_config((1, 1, 1))
@@ -94,7 +94,7 @@ def test_a_packed_run_evaluates_its_unpacked_validation_batches(tmp_path, monkey
   assert all("src_segment_ids" not in b and "tgt_segment_ids" not in b for b in batches)
   rows = [(b, i) for b in batches for i in range(b["tgt_mask"].shape[0]) if b["tgt_mask"][i].any()]
   assert len(rows) == config.data.validation_examples  # every example, one per row
-  loaded = inference.load_workdir(str(tmp_path), checkpoint="latest")
+  loaded = trained.load_workdir(str(tmp_path), checkpoint="latest")
   assert loaded.step == 2
   # each example alone (unpadded): examples of the same source and target length go through together, one
   # compilation per length pair
@@ -126,3 +126,31 @@ def test_a_best_metric_outside_the_evaluation_fails_before_training(tmp_path):
 def test_unknown_metric_is_named_with_the_available_ones(workdir):
   with pytest.raises(ValueError, match=r"config.eval.metrics: \['f1'\] not available for this task"):
     evaluate_checkpoint(workdir, split="validation", metrics=("f1",))
+
+
+_MODULES_AT_EXIT = """
+import atexit, json, runpy, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: json.dump(sorted(m for m in sys.modules if m.startswith("attnjax")), open(out, "w")))
+sys.argv[0] = "attnjax.evaluate"
+runpy.run_module("attnjax.evaluate", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_evaluating_a_workdir_loads_nothing_of_training_or_the_report(workdir, tmp_path):
+  """``python -m attnjax.evaluate`` on a trained workdir, run to its end: every attnjax module it loaded, read from
+  ``sys.modules`` at exit (imports inside functions included, which an import of the command alone does not run)."""
+  import json  # pylint: disable=g-import-not-at-top
+  import os  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "modules.json"
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  proc = subprocess.run([sys.executable, "-c", _MODULES_AT_EXIT, str(out), f"--workdir={workdir}",
+                         "--split=validation", "--limit=8", "--checkpoint=latest"], cwd=root, capture_output=True,
+                        text=True, timeout=600, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert json.loads(open(os.path.join(workdir, "metrics.validation.json")).read())["examples"] == 8
+  loaded = json.loads(out.read_text())
+  assert "attnjax.families.seq2seq" in loaded and "attnjax.scoring" in loaded  # it did evaluate, through its family
+  assert [m for m in loaded if m.startswith(("attnjax.training", "attnjax.report"))] == []

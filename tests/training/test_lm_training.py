@@ -46,7 +46,7 @@ def test_a_tiny_lm_trains_and_is_scored_in_bits_per_byte_of_its_held_out_text(tm
 
 
 def test_runs_sharing_a_cache_build_the_vocabulary_and_rows_once_and_get_the_same(tmp_path):
-  from attnjax.data.tasks import load_task  # pylint: disable=g-import-not-at-top
+  from attnjax.families import load_task  # pylint: disable=g-import-not-at-top
   config = lm_fixture.tiny_lm_config(tmp_path / "data")
   with config.data.unlocked():
     config.data.shared_cache_dir = str(tmp_path / "shared")
@@ -64,7 +64,7 @@ def test_runs_sharing_a_cache_build_the_vocabulary_and_rows_once_and_get_the_sam
 
 
 def test_a_data_sweeps_subsets_are_nested_samples_of_every_article_not_the_first(tmp_path):
-  from attnjax.data.tasks import load_task  # pylint: disable=g-import-not-at-top
+  from attnjax.families import load_task  # pylint: disable=g-import-not-at-top
   config = lm_fixture.tiny_lm_config(tmp_path / "data")
   task = load_task(config.data, str(tmp_path / "run"))
   rows = task.rows("train")

@@ -7,7 +7,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from attnjax.training.losses import smoothed_cross_entropy
+from attnjax.models.losses import smoothed_cross_entropy
 from attnjax.training.optim import learning_rate_schedule
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from attnjax.data import mlm
 from attnjax.models.bert import BertEncoder, BertMaskedLM
-from attnjax.training import steps
+from attnjax.families import masked_lm
 from tests import mlm_fixture
 
 FIELDS = dict(vocab_size=30, d_model=16, num_layers=2, num_heads=4, d_ff=24, max_length=32, layer_norm_epsilon=1e-3,
@@ -65,7 +65,7 @@ def test_the_loss_is_the_cross_entropy_at_the_masked_positions_only():
            "mlm_positions": np.array([[1, 4, 0], [2, 3, 9], [5, 0, 0]], np.int32),
            "mlm_ids": np.array([[7, 8, 0], [9, 10, 11], [12, 0, 0]], np.int32),
            "mlm_weights": np.array([[1, 1, 0], [1, 1, 1], [1, 0, 0]], np.float32)}
-  stats = jax.device_get(steps.mlm_loss_stats(model, params, batch, None, True))
+  stats = jax.device_get(masked_lm.mlm_loss_stats(model, params, batch, None, True))
   logits = np.asarray(model.apply({"params": params}, ids, segments, positions), np.float64)
   log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(
       -1, keepdims=True)
@@ -79,15 +79,15 @@ def test_the_loss_is_the_cross_entropy_at_the_masked_positions_only():
   assert stats["ntokens"] == 6 and stats["loss_sum"] == pytest.approx(nll, rel=1e-5)
   assert stats["correct_sum"] == correct
   batch["mlm_ids"] = np.where(batch["mlm_weights"] > 0, batch["mlm_ids"], 29)  # padding targets change nothing
-  assert jax.device_get(steps.mlm_loss_stats(model, params, batch, None, True))["loss_sum"] == pytest.approx(nll,
+  assert jax.device_get(masked_lm.mlm_loss_stats(model, params, batch, None, True))["loss_sum"] == pytest.approx(nll,
                                                                                                              rel=1e-5)
 
 
 def _masked_lm_scores(workdir, step, batches):
   """(loss, accuracy) of checkpoint ``step`` over the masked positions of ``batches``: the model's logits at every
   position, then log-softmax and argmax at each weighted prediction, in float64."""
-  from attnjax import inference  # pylint: disable=g-import-not-at-top
-  loaded = inference.load_workdir(str(workdir), checkpoint=str(step))
+  from attnjax import trained  # pylint: disable=g-import-not-at-top
+  loaded = trained.load_workdir(str(workdir), checkpoint=str(step))
   nll, correct, count = 0.0, 0, 0
   for b in batches:
     logits = np.asarray(loaded.model.apply({"params": loaded.params}, b["input_ids"], b["segment_ids"],
@@ -137,8 +137,8 @@ def test_a_tiny_bert_pre_trains_through_the_train_step_and_beats_the_frequency_b
   assert "word_embeddings" in encoder and "pooler" not in encoder and "layer_1" in encoder
   # pre-training saw token type 0 only: the reader's type 1 (its context) starts as the trained type 0, and the
   # other parameters are the checkpoint's own
-  from attnjax import inference  # pylint: disable=g-import-not-at-top
-  saved = inference.load_workdir(str(tmp_path / "run"), checkpoint="best").params["bert"]
+  from attnjax import trained  # pylint: disable=g-import-not-at-top
+  saved = trained.load_workdir(str(tmp_path / "run"), checkpoint="best").params["bert"]
   trained = np.asarray(saved["token_type_embeddings"]["embedding"])
   assert not np.array_equal(trained[0], trained[1])  # the saved type 1 is its random init
   np.testing.assert_array_equal(encoder["token_type_embeddings"]["embedding"], trained[[0, 0]])

@@ -193,15 +193,15 @@ def _tiny_config():
 
 def test_average_last_two_checkpoints_decodes_with_the_mean_parameters(run):
   import jax  # pylint: disable=g-import-not-at-top
-  from attnjax import inference  # pylint: disable=g-import-not-at-top
+  from attnjax import inference, trained  # pylint: disable=g-import-not-at-top
   workdir, _ = run
-  averaged = inference.load_workdir(workdir, average_last=2)
+  averaged = trained.load_workdir(workdir, average_last=2)
   assert averaged.steps == (15, 30)
-  one, two = (inference.load_workdir(workdir, checkpoint=str(step)).params for step in (15, 30))
+  one, two = (trained.load_workdir(workdir, checkpoint=str(step)).params for step in (15, 30))
   for got, a, b in zip(*(jax.tree_util.tree_leaves(t) for t in (averaged.params, one, two))):
     np.testing.assert_allclose(np.asarray(got), (np.asarray(a) + np.asarray(b)) / 2, rtol=1e-6, atol=1e-7)
   with pytest.raises(ValueError, match="--average_last=5 needs 5 checkpoints"):
-    inference.load_workdir(workdir, average_last=5)
+    trained.load_workdir(workdir, average_last=5)
   result = scoring.evaluate_checkpoint(workdir, split="test", average_last=2)
   assert result["steps"] == [15, 30] and result["hypotheses"].endswith("hypotheses.test.step30.avg2.txt")
 
@@ -230,17 +230,17 @@ def test_translate_writes_one_line_per_input_line_and_n_best_lists(run, tmp_path
 
 
 def test_attention_maps_per_head_average_to_the_alignment_and_are_drawn(run, tmp_path):
-  """attnjax.report.attention_maps on the trained run: one map per head, each row a distribution over the source
+  """attnjax.analysis.attention_maps on the trained run: one map per head, each row a distribution over the source
   pieces, and their mean the head-averaged cross-attention the decoder's own heatmap path returns."""
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from attnjax import inference  # pylint: disable=g-import-not-at-top
-  from attnjax.report import attention_maps  # pylint: disable=g-import-not-at-top
+  from attnjax import inference, trained  # pylint: disable=g-import-not-at-top
+  from attnjax.analysis import attention_maps  # pylint: disable=g-import-not-at-top
   workdir, _ = run
   entry = attention_maps.attention_of(workdir, "test", 0)
   heads = entry["weights"]
   assert heads.shape == (4, len(entry["output_pieces"]), len(entry["source_pieces"]))
   np.testing.assert_allclose(heads.sum(axis=-1), 1.0, atol=1e-5)
-  loaded = inference.load_workdir(workdir, checkpoint="best")
+  loaded = trained.load_workdir(workdir, checkpoint="best")
   src = loaded.vocabularies.src.encode(entry["source"])[:MAX_SRC_LEN]
   tgt_in = [1] + loaded.vocabularies.tgt.encode(entry["hypothesis"])  # BOS_ID, then the translation
   model, variables = loaded.model, {"params": loaded.params}
@@ -254,18 +254,19 @@ def test_attention_maps_per_head_average_to_the_alignment_and_are_drawn(run, tmp
 
 
 def test_alignment_diagnostics_agree_with_the_model_run_one_sentence_at_a_time(run):
-  """attnjax.report.attention_maps.alignment_diagnostics (batched, padded, jitted) against each validation sentence
+  """attnjax.analysis.attention_maps.alignment_diagnostics (batched, padded, jitted) against each validation sentence
   run alone through the model's full forward pass (logits) and its decoder (head-averaged attention), unpadded."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from attnjax import inference  # pylint: disable=g-import-not-at-top
+  from attnjax import inference, trained  # pylint: disable=g-import-not-at-top
+  from attnjax import families  # pylint: disable=g-import-not-at-top
   from attnjax.data import tasks  # pylint: disable=g-import-not-at-top
-  from attnjax.report import attention_maps  # pylint: disable=g-import-not-at-top
+  from attnjax.analysis import attention_maps  # pylint: disable=g-import-not-at-top
   workdir, _ = run
   got = attention_maps.alignment_diagnostics(workdir, "validation", 12, batch_size=5)  # the last batch part-filled
-  loaded = inference.load_workdir(workdir, checkpoint="best")
+  loaded = trained.load_workdir(workdir, checkpoint="best")
   model, variables = loaded.model, {"params": loaded.params}
-  pairs = tasks.load_split(loaded.config.data, "validation")[:12]
+  pairs = families.load_split(loaded.config.data, "validation")[:12]
   sources = [loaded.vocabularies.src.encode(s) for s, _ in pairs]
   targets = [loaded.vocabularies.tgt.encode(t) + [2] for _, t in pairs]  # EOS_ID
   # each call compiled for its sentence's own (unpadded) shape: faster than op by op over these 12 shapes

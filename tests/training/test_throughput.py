@@ -3,6 +3,7 @@ over the time its steps took: compilation and evaluation left out, whichever ste
 
 import jax
 
+from attnjax.families.language_model import LanguageModel
 from attnjax.report.tensorboard import read_scalars
 from attnjax.training import loop
 from attnjax.training.loop import train_and_evaluate
@@ -20,10 +21,10 @@ def test_each_window_counts_its_steps_time_only(tmp_path, monkeypatch):
   now = [0.0]
   monkeypatch.setattr(loop, "_clock", lambda: now[0])
   tokens = []
-  real_tokens, real_evaluate = loop._tokens, loop.Experiment.evaluate  # pylint: disable=protected-access
+  real_tokens, real_evaluate = LanguageModel.tokens, loop.Experiment.evaluate
 
-  def counted(local):
-    tokens.append(real_tokens(local))
+  def counted(family, local):
+    tokens.append(real_tokens(family, local))
     return tokens[-1]
 
   def slow_evaluate(self, *, limit):
@@ -42,7 +43,7 @@ def test_each_window_counts_its_steps_time_only(tmp_path, monkeypatch):
     now[0] += STEP_SECONDS
     assert len(tokens) == step
 
-  monkeypatch.setattr(loop, "_tokens", counted)
+  monkeypatch.setattr(LanguageModel, "tokens", counted)
   monkeypatch.setattr(loop.Experiment, "evaluate", slow_evaluate)
   monkeypatch.setattr(jax.stages.Lowered, "compile", slow_compile)
   workdir = tmp_path / "run"

@@ -26,7 +26,7 @@ def _config(**model):
 
 
 def _params(workdir, step):
-  from attnjax.inference import load_workdir  # pylint: disable=g-import-not-at-top
+  from attnjax.trained import load_workdir  # pylint: disable=g-import-not-at-top
   return jax.device_get(load_workdir(str(workdir), checkpoint=str(step)).params)
 
 

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from attnjax.training import workdir_lock
-from attnjax.training.workdir_lock import LOCK_FILE, WorkdirBusy, WorkdirLock
+from attnjax.runtime import workdir_lock
+from attnjax.runtime.workdir_lock import LOCK_FILE, WorkdirBusy, WorkdirLock
 from tests.fake_gcs import fake_gcs_server  # noqa: F401  pylint: disable=unused-import  (a fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

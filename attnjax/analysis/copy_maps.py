@@ -1,6 +1,6 @@
 """What a copy model did on one article: its attention over the source and p_gen for every output token.
 
-    python -m attnjax.report.copy_maps --workdir=runs/summarization/.../lstm_coverage/... --split=test --index=0 \
+    python -m attnjax.analysis.copy_maps --workdir=runs/summarization/.../lstm_coverage/... --split=test --index=0 \
         --out=docs/summarization/copy_map.png
 
 The article is decoded with the workdir's own search settings (``config.eval``); the summary is then teacher-forced
@@ -18,8 +18,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnjax import cli, inference, scoring
+from attnjax import cli, inference, trained
+from attnjax import families
 from attnjax.data import tasks
+from attnjax.families.seq2seq import pieces
 from attnjax.decoding import beam_search
 from attnjax.models.interface import BOS_ID, PAD_ID
 
@@ -90,10 +92,10 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if not FLAGS.workdir or not FLAGS.out:
     raise app.UsageError("give --workdir=DIR and --out=FILE.png")
-  loaded = inference.load_workdir(FLAGS.workdir, checkpoint=FLAGS.checkpoint)
+  loaded = trained.load_workdir(FLAGS.workdir, checkpoint=FLAGS.checkpoint)
   config = loaded.config
   tasks.resolve_data_dir(config.data, FLAGS.workdir)
-  pairs = tasks.load_split(config.data, FLAGS.split)
+  pairs = families.load_split(config.data, FLAGS.split)
   if not 0 <= FLAGS.index < len(pairs):
     raise app.UsageError(f"--index={FLAGS.index} is outside the {len(pairs)} examples of {FLAGS.split}")
   article = pairs[FLAGS.index][0]
@@ -101,7 +103,7 @@ def main(argv):
   src_ids = vocab.src.encode(article)[:config.data.max_src_len]
   params = jax.device_get(loaded.params)
   tokens, attention, p_gen = copy_map(loaded.model, params, src_ids, config.eval, vocab_size=vocab.tgt.size)
-  source_pieces = scoring._pieces(vocab.src, article)[:len(src_ids)]  # pylint: disable=protected-access
+  source_pieces = pieces(vocab.src, article)[:len(src_ids)]
   output_pieces = [vocab.tgt.id_to_piece(t) for t in tokens]
   draw(attention[:, :len(src_ids)], p_gen, source_pieces, output_pieces, FLAGS.out, min_weight=FLAGS.min_weight,
        title=f"{os.path.basename(os.path.normpath(FLAGS.workdir))}: {FLAGS.split} article {FLAGS.index}, "

@@ -1,7 +1,7 @@
 """Attention maps of trained models on one real test sentence: the alignment of an attentional LSTM
 (Bahdanau et al. 2015, Fig. 3) and, head by head, the last cross-attention layer of a Transformer, side by side.
 
-    python -m attnjax.report.attention_maps \\
+    python -m attnjax.analysis.attention_maps \\
         --workdirs=runs/study/multi30k/lstm_bahdanau/single/default,runs/study/multi30k/transformer/single/default \\
         --split=test --index=17 --out=docs/attention
 
@@ -17,7 +17,7 @@ With ``--alignment_examples=N`` it also measures, teacher-forced on the first N 
 alignment and whether the model relies on it (:func:`alignment_diagnostics`), and writes the table to
 ``<out>/alignment.md``:
 
-    python -m attnjax.report.attention_maps --workdirs=... --split=test --index=9 --alignment_examples=256 --out=docs
+    python -m attnjax.analysis.attention_maps --workdirs=... --split=test --index=9 --alignment_examples=256 --out=docs
 """
 
 from __future__ import annotations
@@ -46,17 +46,18 @@ def attention_of(workdir: str, split: str, index: int) -> dict:
   ``{"label", "source", "reference", "hypothesis", "source_pieces", "output_pieces", "weights" [heads, T, S]}``
   (one "head" for a model whose attention has none, or that averages them)."""
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from attnjax import config as config_lib, inference  # pylint: disable=g-import-not-at-top
+  from attnjax import config as config_lib, inference, trained  # pylint: disable=g-import-not-at-top
+  from attnjax import families  # pylint: disable=g-import-not-at-top
   from attnjax.data import tasks  # pylint: disable=g-import-not-at-top
   from attnjax.report.runs import model_label  # pylint: disable=g-import-not-at-top
-  from attnjax.scoring import _pieces  # pylint: disable=g-import-not-at-top  (the heatmap's own piece names)
+  from attnjax.families.seq2seq import pieces  # pylint: disable=g-import-not-at-top  (the heatmap's own piece names)
   config = config_lib.load_config(workdir)
   tasks.resolve_data_dir(config.data, workdir)
-  examples = tasks.load_split(config.data, split)
+  examples = families.load_split(config.data, split)
   if not 0 <= index < len(examples):
     raise ValueError(f"--index={index}: the {split} split has {len(examples)} examples")
   source, reference = examples[index]
-  loaded = inference.load_workdir(workdir, checkpoint="best", config=config)
+  loaded = trained.load_workdir(workdir, checkpoint="best", config=config)
   src_vocab, tgt_vocab = loaded.vocabularies.src, loaded.vocabularies.tgt
   decoder = inference.decoder_for(loaded.model, loaded.mesh, config.eval, vocab_size=tgt_vocab.size)
   hypothesis = inference.translate_texts(decoder, loaded.params, src_vocab, tgt_vocab, [source],
@@ -73,8 +74,8 @@ def attention_of(workdir: str, split: str, index: int) -> dict:
   weights = np.asarray(out.attention[0], np.float32)
   weights = weights if weights.ndim == 3 else weights[None]
   return {"label": model_label(config.model.to_dict()), "source": source, "reference": reference,
-          "hypothesis": hypothesis, "source_pieces": _pieces(src_vocab, source)[:len(src_ids)],
-          "output_pieces": _pieces(tgt_vocab, hypothesis) + ["</s>"], "weights": weights}
+          "hypothesis": hypothesis, "source_pieces": pieces(src_vocab, source)[:len(src_ids)],
+          "output_pieces": pieces(tgt_vocab, hypothesis) + ["</s>"], "weights": weights}
 
 
 def alignment_diagnostics(workdir: str, split: str = "validation", examples: int = 256, *,
@@ -94,15 +95,16 @@ def alignment_diagnostics(workdir: str, split: str = "validation", examples: int
   """
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from attnjax import config as config_lib, inference  # pylint: disable=g-import-not-at-top
+  from attnjax import config as config_lib, inference, trained  # pylint: disable=g-import-not-at-top
+  from attnjax import families  # pylint: disable=g-import-not-at-top
   from attnjax.data import tasks  # pylint: disable=g-import-not-at-top
   config = config_lib.load_config(workdir)
   tasks.resolve_data_dir(config.data, workdir)
-  pairs = tasks.load_split(config.data, split)[:examples]
+  pairs = families.load_split(config.data, split)[:examples]
   if examples < 2 or len(pairs) < 2:
     raise ValueError(f"alignment_diagnostics: examples={examples} with {len(pairs)} in the {split} split; it needs at "
                      "least 2 (each sentence is also decoded from another's source)")
-  loaded = inference.load_workdir(workdir, checkpoint="best", config=config)
+  loaded = trained.load_workdir(workdir, checkpoint="best", config=config)
   src_vocab, tgt_vocab = loaded.vocabularies.src, loaded.vocabularies.tgt
   sources = [src_vocab.encode(s)[:config.data.max_src_len] for s, _ in pairs]
   targets = [tgt_vocab.encode(t)[:config.data.max_tgt_len - 1] + [EOS_ID] for _, t in pairs]

@@ -1,0 +1,81 @@
+"""Task families: one module per kind of task, and the one registry the core asks (:data:`FAMILIES`).
+
+========================  =============================================  ===========================================
+family                    ``config.data.source``                         ``config.model.name``
+========================  =============================================  ===========================================
+``seq2seq``               synthetic, parallel_text, tsv, jsonl, tfds_*   transformer, lstm_*, convs2s, ... (the rest)
+``span_qa``               squad_json, tfds_squad                         span_qa
+``masked_lm``             mlm_jsonl                                      bert_mlm
+``language_model``        lm_jsonl                                       decoder_lm
+========================  =============================================  ===========================================
+
+A config's family is the one whose ``sources`` hold its ``data.source`` (:func:`of`). What a family is and does:
+:mod:`attnjax.families.base`. Adding one is a module with a :class:`~attnjax.families.base.TaskFamily` subclass and
+its line in :data:`FAMILIES`; the training loop, evaluation and the config check need no edit.
+"""
+
+from __future__ import annotations
+
+from attnjax.families import language_model, masked_lm, seq2seq, span_qa
+from attnjax.families.base import Predictions, Run, TaskFamily  # noqa: F401  (the interface, by its short names)
+
+FAMILIES: dict[str, TaskFamily] = {family.name: family for family in (
+    seq2seq.FAMILY,
+    span_qa.FAMILY,
+    masked_lm.FAMILY,
+    language_model.FAMILY,
+)}
+
+_BY_SOURCE = {source: family for family in FAMILIES.values() for source in family.sources}
+SOURCES = tuple(_BY_SOURCE)  # every config.data.source
+_CLAIMED_MODELS = {name: family for family in FAMILIES.values() for name in family.model_names}
+
+
+def for_source(source: str) -> TaskFamily:
+  """The family that reads ``config.data.source``; ValueError naming the key and the known sources."""
+  if source not in _BY_SOURCE:
+    raise ValueError(f"config.data.source: must be one of {SOURCES}, got {source!r}")
+  return _BY_SOURCE[source]
+
+
+def of(config) -> TaskFamily:
+  """The family of a config (or of its ``config.data`` section)."""
+  data = config.data if hasattr(config, "data") and not isinstance(config, dict) else config
+  return for_source(data["source"] if isinstance(data, dict) else data.source)
+
+
+def check_model_name(config) -> None:
+  """A model a family claims trains on its sources, and its sources only on its models."""
+  family, name = of(config), config.model.get("name")
+  source = config.data.source
+  if family.model_names and name not in family.model_names:
+    models = family.model_names[0] if len(family.model_names) == 1 else family.model_names
+    raise ValueError(f"config.model.name: {family.title} sources {family.sources} go with model.name={models!r} and "
+                     f"only with it (got data.source={source!r}, model.name={name!r})")
+  claimed = _CLAIMED_MODELS.get(name)
+  if claimed is not None and claimed is not family:
+    raise ValueError(f"config.data.source: {claimed.title} sources {claimed.sources} go with model.name={name!r} "
+                     f"and only with it (got data.source={source!r}, model.name={name!r})")
+
+
+# What a config's data is, asked of its family: the training loop, evaluation and the report call these.
+
+def load_task(data_cfg, workdir: str):
+  """The task's splits and vocabulary for training (the vocabulary trained once, kept in the workdir)."""
+  return for_source(data_cfg.source).load_task(data_cfg, workdir)
+
+
+def load_vocabularies(data_cfg, workdir: str):
+  """The vocabularies a training run left in ``workdir`` (never trains one, never reads training data)."""
+  return for_source(data_cfg.source).load_vocabularies(data_cfg, workdir)
+
+
+def load_split(data_cfg, split: str) -> list:
+  """Only ``split`` of a task, every example of it in order: ``(source, target)`` pairs, or SQuAD questions."""
+  return for_source(data_cfg.source).load_split(data_cfg, split)
+
+
+def default_metrics(data_cfg) -> tuple[str, ...]:
+  """What a task is scored with when ``config.eval.metrics`` is empty: the one answer that training's evaluations
+  and ``attnjax.evaluate`` share."""
+  return for_source(data_cfg.source).default_metrics(data_cfg)

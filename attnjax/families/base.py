@@ -1,0 +1,198 @@
+"""What a task family is: everything about one kind of task that the training loop, evaluation and the config check
+need, behind one interface (:class:`TaskFamily`).
+
+The core asks the family and never branches on a kind of task:
+
+* the config check (:func:`attnjax.config.validate`) asks :meth:`TaskFamily.check_config` for the family's own keys,
+  models and metrics;
+* the training loop (:mod:`attnjax.training.loop`) asks for the task's data (:meth:`~TaskFamily.load_task`), its
+  batchers (:meth:`~TaskFamily.batchers`), its loss (:meth:`~TaskFamily.loss`, the sum protocol of
+  :mod:`attnjax.training.steps`), the tokens a batch trains on, and the evaluation of its state
+  (:meth:`~TaskFamily.evaluate`, :meth:`~TaskFamily.predict`);
+* ``python -m attnjax.evaluate`` (:func:`attnjax.scoring.evaluate_checkpoint`) asks the family to score a split with a
+  checkpoint's parameters (:meth:`~TaskFamily.evaluate_checkpoint`) and write its files.
+
+A family lives below the config, the training loop and evaluation: it imports data, models, metrics and the
+prediction machinery of :mod:`attnjax.inference`, never :mod:`attnjax.training` or :mod:`attnjax.report`. What the
+loop owns (the jitted evaluation step, the sharded state) reaches a family through a :class:`Run`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class Predictions:
+  """What a split's evaluation produced, in the split's order (one entry per example)."""
+  scores: dict[str, float]
+  signatures: dict[str, str]
+  hypotheses: list[str] | None = None  # seq2seq
+  references: list[str] | None = None
+  sources: list[str] | None = None
+  attention: list[np.ndarray] | None = None
+  answers: dict[str, str] | None = None  # extractive QA: question id -> answer text
+
+
+class Run(Protocol):
+  """What the training loop hands a family to evaluate its current state (:class:`attnjax.training.loop.Experiment`
+  is one)."""
+  config: Any
+  task: Any  # what the family's load_task returned
+  model: Any
+  mesh: Any
+  metrics: tuple[str, ...]  # eval.metrics, or the task's own
+  meteor_language: str | None
+  eval_batches: Any  # the validation-loss batcher of eval.split (from the family's batchers)
+  cache: dict  # the family's own objects kept between evaluations (a compiled decoder)
+
+  @property
+  def params(self): ...
+
+  def loss_totals(self, batches) -> dict[str, float]:
+    """The family's loss sums (``loss_sum``, ``nll_sum``, ``ntokens``, ...) over host-local ``batches``."""
+
+
+def fail(key: str, message: str):
+  """A config error naming its key, as :func:`attnjax.config.validate` reports them."""
+  raise ValueError(f"config.{key}: {message}")
+
+
+def check_positive_int(config_section, key: str, prefix: str, default: int = 1) -> None:
+  value = config_section.get(key, default)
+  if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    fail(f"{prefix}.{key}", f"must be a positive int, got {value!r}")
+
+
+class TaskFamily:
+  """One kind of task: its sources, its vocabulary in the workdir, batchers, loss, predictions and scores.
+
+  A subclass sets the class attributes and implements the methods below; registering it is one line in
+  :data:`attnjax.families.FAMILIES`.
+
+  Attributes:
+    name: the registry key.
+    title: what error messages call the family's sources ("extractive QA").
+    sources: the ``config.data.source`` values it reads; each source belongs to one family.
+    model_names: the ``config.model.name`` values it trains, and only it; empty: the models no family claims.
+    data_keys: the ``config.data`` keys it adds to :func:`attnjax.config.base_config`'s.
+    metrics: what ``config.eval.metrics`` may ask for.
+    best_metric, best_mode: what ranks the "best" checkpoint by default (:func:`attnjax.data.tasks.use_task` sets
+      the registered task's own).
+    batch_ndims: ``{key: rank}`` of a training batch's arrays, or None when every array is ``[batch, length]``.
+  """
+  name: str = ""
+  title: str = ""
+  sources: tuple[str, ...] = ()
+  model_names: tuple[str, ...] = ()
+  data_keys: tuple[str, ...] = ()
+  metrics: tuple[str, ...] = ()
+  batch_ndims: dict[str, int] | None = None
+  decodes: bool = False  # its models generate text with attnjax.decoding (AOT planning compiles the search too)
+
+  # ------------------------------------------------------------------------------------------------ the config
+
+  def default_metrics(self, data_cfg) -> tuple[str, ...]:
+    """What the task is scored with when ``config.eval.metrics`` is empty."""
+    return self.metrics
+
+  def check_config(self, config) -> None:
+    """The family's own checks of a config (its keys' values, what its loss allows); ValueError naming the key."""
+
+  def check_evaluation(self, config, names) -> None:
+    """What scoring with ``names`` needs that is not there (a metric's data), checked before hours of work."""
+
+  # ------------------------------------------------------------------------------------------- data in a workdir
+
+  def load_task(self, data_cfg, workdir: str):
+    """The task's splits and vocabulary for training (the vocabulary trained once and kept in ``workdir``)."""
+    raise NotImplementedError
+
+  def load_vocabularies(self, data_cfg, workdir: str):
+    """The :class:`~attnjax.data.tasks.Vocabularies` a training run left in ``workdir``; never trains one."""
+    raise NotImplementedError
+
+  def check_model(self, task, model) -> None:
+    """What only the data can tell about the model (a position table long enough for the task's rows)."""
+
+  # ------------------------------------------------------------------------------------------------- training
+
+  def batchers(self, task, config, split: str, *, shards: dict):
+    """``(training batcher, validation-loss batcher of split)``; ``shards``: ``batch_size``, ``max_tokens``,
+    ``num_shards``, ``shard_index`` and ``batch_multiple`` (what the mesh and the processes ask of a batch)."""
+    raise NotImplementedError
+
+  def loss(self, config, task):
+    """``loss_fn(model, params, batch, rng, deterministic) -> {"loss_sum", "nll_sum", "ntokens", ...}``: sums over
+    the batch, divided once by the step (:mod:`attnjax.training.steps`)."""
+    raise NotImplementedError
+
+  def tokens(self, batch) -> float:
+    """The tokens a host-local batch trains on (throughput)."""
+    raise NotImplementedError
+
+  def padded_lengths(self, data_cfg) -> tuple[int, int]:
+    """The two padded lengths of the longest training batch (source and target, question and context, rows)."""
+    raise NotImplementedError(f"{self.name}: no ahead-of-time batch shape")
+
+  def abstract_batch(self, config, rows: int, first_len: int, second_len: int) -> tuple[dict, tuple[str, ...]]:
+    """``({key: shape}, boolean keys)`` of a training batch, for compiling ahead of time without data."""
+    raise NotImplementedError(f"{self.name}: no ahead-of-time batch shape")
+
+  # ------------------------------------------------------------------------------------ evaluating a run's state
+
+  def evaluate(self, run: Run, *, limit: int | None) -> tuple[dict[str, float], dict[str, str]]:
+    """The validation loss on ``run.eval_batches`` (its first ``eval.loss_batches``), then :meth:`predict` on the
+    first ``limit`` examples of ``eval.split``: the values and signatures a training evaluation logs."""
+    cfg = run.config
+    batches = [b for _, b in zip(range(cfg.eval.loss_batches), run.eval_batches.iterate_epoch(0))]
+    values = mean_loss(run.loss_totals(batches))
+    predictions = self.predict(run, cfg.eval.split, limit=limit)
+    values.update(predictions.scores)
+    return values, predictions.signatures
+
+  def predict(self, run: Run, split: str, *, limit: int | None) -> Predictions:
+    """Predictions and scores of the run's state on the first ``limit`` examples (all: None) of ``split``."""
+    raise NotImplementedError
+
+  # ------------------------------------------------------------------------------------ a checkpoint of a workdir
+
+  def evaluate_checkpoint(self, workdir: str, config, split: str, load, *, names, limit,
+                          heatmap: str | None) -> dict[str, Any]:
+    """Scores every example of ``split`` (the first ``limit``) with a checkpoint's parameters, ``load()`` giving them
+    (:func:`attnjax.trained.load_workdir`: called once the split is read, so that a missing file fails first);
+    writes the family's files into the workdir (process 0) and returns the result that ``metrics.<split>.json``
+    keeps."""
+    raise NotImplementedError
+
+
+def mean_loss(totals: dict[str, float]) -> dict[str, float]:
+  """``loss`` and ``nll`` per loss token from summed totals (``accuracy`` too where the loss counts correct
+  predictions, with the number of predictions it is over)."""
+  n = max(totals["ntokens"], 1.0)
+  values = {"loss": totals["loss_sum"] / n, "nll": totals["nll_sum"] / n}
+  if "correct_sum" in totals:
+    values.update(accuracy=totals["correct_sum"] / n, ntokens=totals["ntokens"])
+  return values
+
+
+def step_tag(loaded) -> str:
+  """``step<N>``, with ``.avg<K>`` for averaged parameters: the suffix of an evaluation's files."""
+  return f"step{loaded.step}" + (f".avg{len(loaded.steps)}" if len(loaded.steps) > 1 else "")
+
+
+def write_metrics(workdir: str, split: str, result: dict) -> None:
+  """``metrics.<split>.json`` (process 0): what ``python -m attnjax.report`` reads."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from attnjax import fs  # pylint: disable=g-import-not-at-top
+  if jax.process_index() == 0:
+    fs.write_json(fs.join(workdir, f"metrics.{split}.json"), result, indent=1, sort_keys=True)
+
+
+def no_heatmap(heatmap: str | None, model_name: str) -> None:
+  if heatmap:
+    raise ValueError(f"heatmap: attention heatmaps are drawn for sequence-to-sequence models, not for "
+                     f"model.name={model_name!r}")

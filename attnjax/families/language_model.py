@@ -1,0 +1,120 @@
+"""The decoder-only language model: SentencePiece rows of articles, next-token cross-entropy; scored by loss per
+token and bits per byte (the tokenizer-independent rate) on every row of a split, and on longer rows than it
+trained on (``eval.seq_len``) with the loss per range of positions."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+from attnjax.data import tasks
+from attnjax.data.lm import LmTaskData
+from attnjax.data.tokenizer import load_or_train
+from attnjax.families.base import Predictions
+from attnjax.families.rows import ROW_KEYS, RowFamily
+from attnjax.models.lm import lm_statistics
+
+LM_METRICS = ("bits_per_byte",)
+
+
+def lm_loss_stats(model, params, batch, rng, deterministic):
+  """The language model's next-token cross-entropy over the weighted targets of packed rows."""
+  rngs = None if deterministic else {"dropout": rng}
+  logits = model.apply({"params": params}, batch["inputs"], batch["segment_ids"], batch["positions"],
+                       deterministic=deterministic, rngs=rngs)
+  return lm_statistics(logits, batch["targets"], batch["weights"])
+
+
+def lm_scores(totals: dict[str, float], num_bytes: int) -> dict[str, float]:
+  """A language model's scores from summed NLL (nats) and predicted tokens over a split of ``num_bytes`` bytes:
+  ``lm_loss`` (nats per token), ``bits_per_byte`` (the tokenizer-independent rate) and ``lm_tokens``."""
+  n = max(totals.get("ntokens", 0.0), 1.0)
+  return {"lm_loss": totals.get("nll_sum", 0.0) / n,
+          "bits_per_byte": totals.get("nll_sum", 0.0) / math.log(2) / max(num_bytes, 1),
+          "lm_tokens": totals.get("ntokens", 0.0)}
+
+
+def position_edges(trained: int, length: int) -> list[int]:
+  """Ranges of positions for the loss of a language model evaluated on rows of ``length`` after training on rows of
+  ``trained``: [0, trained), then doubling (trained, 2·trained), (2·trained, 4·trained)... up to ``length``."""
+  edges = [0, max(trained, 1)] if trained else [0]
+  while edges[-1] < length:
+    edges.append(min(2 * edges[-1] if edges[-1] else length, length))
+  return edges
+
+
+def lm_statistics_by_position(logits, batch, edges):
+  """:func:`attnjax.models.lm.lm_statistics` of a batch, plus the NLL sum and count of the targets whose input lies
+  in each range of positions of ``edges`` (``nll_<lo>``, ``n_<lo>``)."""
+  stats = lm_statistics(logits, batch["targets"], batch["weights"])
+  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+  nll = -jnp.take_along_axis(log_probs, batch["targets"][..., None], axis=-1)[..., 0]
+  weights = batch["weights"].astype(jnp.float32)
+  for lo, hi in zip(edges[:-1], edges[1:]):
+    inside = weights * ((batch["positions"] >= lo) & (batch["positions"] < hi))
+    stats[f"nll_{lo}"] = jnp.sum(nll * inside)
+    stats[f"n_{lo}"] = jnp.sum(inside)
+  return stats
+
+
+class LanguageModel(RowFamily):
+  """Next-token prediction on packed SentencePiece rows."""
+  name = "language_model"
+  title = "language-model"
+  sources = ("lm_jsonl",)
+  model_names = ("decoder_lm",)
+  data_keys = ROW_KEYS + ("vocab_size", "spm_model_type", "spm_train_chars", "train_tokens")
+  metrics = LM_METRICS
+  loss_key = "lm_loss"
+
+  def load_task(self, data_cfg, workdir: str) -> LmTaskData:
+    return LmTaskData(data_cfg, workdir)
+
+  def load_vocabularies(self, data_cfg, workdir: str) -> tasks.Vocabularies:
+    vocab = load_or_train(workdir, "spm", lambda: tasks.missing_vocabulary(workdir),
+                          int(data_cfg.get("vocab_size", 8000)),
+                          model_type=data_cfg.get("spm_model_type", "unigram"))
+    return tasks.Vocabularies(vocab, vocab)
+
+  def loss(self, config, task):
+    return lm_loss_stats
+
+  def tokens(self, batch) -> float:
+    return float(batch["weights"].sum())  # the predicted tokens
+
+  def predict(self, run, split: str, *, limit: int | None) -> Predictions:
+    """Every row of the split: loss per token and bits per byte."""
+    totals = run.loss_totals(self.split_batcher(run, split).iterate_epoch(0))
+    return Predictions(scores=lm_scores(totals, run.task.bytes[split]), signatures={})
+
+  def prepare_rows(self, config) -> int:
+    """Rows of ``eval.seq_len`` tokens where it is set (longer or shorter than the training rows); returns the
+    training rows' length."""
+    trained = int(config.data.get("seq_len", 0) or 0)
+    if config.eval.get("seq_len"):
+      with config.data.unlocked():
+        config.data.seq_len = int(config.eval.seq_len)
+    return trained
+
+  def row_statistics(self, loaded, task, trained):
+    edges = position_edges(trained, task.seq_len)
+
+    def apply(p, b):
+      logits = loaded.model.apply({"params": p}, b["inputs"], b["segment_ids"], b["positions"])
+      return lm_statistics_by_position(logits, b, edges)
+    return apply, (trained, edges)
+
+  def row_result(self, totals, task, split, extra):
+    trained, edges = extra
+    scores = dict(lm_scores(totals, task.bytes[split]), seq_len=task.seq_len, trained_seq_len=trained)
+    scores["loss_by_position"] = {
+        f"{lo}-{hi}": totals[f"nll_{lo}"] / totals[f"n_{lo}"] for lo, hi in zip(edges[:-1], edges[1:])
+        if totals.get(f"n_{lo}")}
+    if task.seq_len != trained:  # beside the split's own scores, not over them: metrics.<split>.len<N>.json
+      split = f"{split}.len{task.seq_len}"
+    return scores, split
+
+
+FAMILY = LanguageModel()

@@ -1,0 +1,223 @@
+"""Extractive question answering (SQuAD 1.1 and 2.0): the answer is a span of the paragraph.
+
+:class:`~attnjax.data.squad.SquadQuestion` records per split; one vocabulary for questions and contexts (SentencePiece
+``spm.model`` trained on the training split, or a pre-trained encoder's WordPiece ``vocab.txt`` copied into the
+workdir); bucketed batches of question and context ids with the answer's token span; the start / end pointer NLL
+(with a no-answer option for 2.0) per question; every question of a split answered and scored with the official
+script's exact match and F1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from attnjax import fs, inference
+from attnjax import metrics as metrics_lib
+from attnjax.data import squad, tasks
+from attnjax.data.spans import SpanBatcher
+from attnjax.data.tokenizer import load_or_train
+from attnjax.data.wordpiece import WORDPIECE_FILE, wordpiece_in_workdir
+from attnjax.families.base import Predictions, TaskFamily, check_positive_int, fail, no_heatmap, step_tag
+from attnjax.families.base import write_metrics
+from attnjax.models.span_qa import span_nll
+
+SPAN_METRICS = ("exact_match", "f1")
+SPAN_BATCH_KEYS = ("question", "question_mask", "context", "context_mask", "start_positions", "end_positions",
+                   "is_impossible", "weights")
+SPAN_BATCH_NDIMS = {**{key: 2 for key in SPAN_BATCH_KEYS[:4]}, **{key: 1 for key in SPAN_BATCH_KEYS[4:]}}
+
+
+def span_loss_stats(model, params, batch, rng, deterministic):
+  """Sums of :func:`attnjax.models.span_qa.span_nll` over the batch's questions (``weights`` 0 drops filler rows);
+  ``ntokens`` is the number of questions, so the step's loss is the mean per question."""
+  rngs = None if deterministic else {"dropout": rng}
+  outputs = model.apply({"params": params}, batch["question"], batch["context"], batch["question_mask"],
+                        batch["context_mask"], deterministic=deterministic, rngs=rngs)
+  impossible = batch["is_impossible"] if "no_answer_logit" in outputs else None
+  nll = span_nll(outputs, batch["start_positions"], batch["end_positions"], impossible)
+  weights = batch["weights"].astype(jnp.float32)
+  total = jnp.sum(nll * weights)
+  return {"loss_sum": total, "nll_sum": total, "ntokens": jnp.sum(weights)}
+
+
+def score_spans(predictions, examples, names, version: str) -> dict[str, float]:
+  """SQuAD EM / F1 (official normalisation, max over gold answers; v2.0 adds the HasAns / NoAns breakdown)."""
+  scores = metrics_lib.squad_scores(predictions, squad.gold_answers(examples), version=version)
+  unknown = [name for name in names if name not in scores]
+  if unknown:
+    raise ValueError(f"unknown span metric(s) {unknown} (available: exact_match, f1)")
+  extra = [k for k in scores if k.startswith(("HasAns", "NoAns")) and not k.endswith("total")]
+  return {name: float(scores[name]) for name in list(names) + extra}
+
+
+def predict_and_score_spans(predictor: inference.SpanPredictor, params, examples, names, version: str, *,
+                            max_question_len: int, max_context_len: int, batch_size: int) -> Predictions:
+  """Answers every question (``examples`` from ``squad.encode_examples(..., drop_unreachable=False)``) and scores
+  EM / F1 as the official script does (every question counts); process 0 scores, the others receive its numbers."""
+  chosen = inference.predict_spans(predictor, params, examples, max_question_len=max_question_len,
+                                   max_context_len=max_context_len, batch_size=batch_size)
+  answers = squad.predictions_from_spans([example for example, _ in chosen], [span for _, span in chosen])
+  scores = score_spans(answers, examples, names, version) if jax.process_index() == 0 else {}
+  return Predictions(inference.broadcast_json(scores), {}, answers=answers)
+
+
+def question_scores(predictions, examples, version: str) -> dict[str, list]:
+  """Question id -> ``[exact match, F1, paragraph]`` (scores in [0, 1]; paragraph: the index of the question's
+  context among the split's distinct contexts, in order), for paired comparisons of two readers that resample
+  paragraphs, whose questions are not independent."""
+  paragraphs: dict[str, int] = {}
+  where = {example.qid: paragraphs.setdefault(example.context, len(paragraphs)) for example in examples}
+  scores = metrics_lib.squad_question_scores(predictions, squad.gold_answers(examples), version=version)
+  return {qid: [em, f1, where[qid]] for qid, (em, f1) in scores.items()}
+
+
+def _lengths(data_cfg) -> tuple[int, int]:
+  return int(data_cfg.get("max_question_len", 64)), int(data_cfg.get("max_context_len", 384))
+
+
+class SpanQA(TaskFamily):
+  """SQuAD-format questions answered by a span of their paragraph."""
+  name = "span_qa"
+  title = "extractive QA"
+  sources = squad.QA_SOURCES
+  model_names = ("span_qa",)
+  data_keys = ("dir", "splits", "path", "heldout", "split_seed", "max_chars", "tfds_name", "tfds_data_dir",
+               "tfds_download", "tfds_backend", "vocab_size", "spm_model_type", "max_question_len",
+               "max_context_len", "doc_stride", "vocab_file", "lowercase")
+  metrics = SPAN_METRICS
+  batch_ndims = SPAN_BATCH_NDIMS
+
+  def check_config(self, config) -> None:
+    for key in ("max_question_len", "max_context_len"):
+      check_positive_int(config.data, key, "data")
+    if config.train.label_smoothing:
+      fail("train.label_smoothing", f"applies to the seq2seq loss; set it to 0 for model.name='span_qa' (got "
+           f"{config.train.label_smoothing})")
+
+  # ------------------------------------------------------------------------------------------- data in a workdir
+
+  def load_task(self, data_cfg, workdir: str) -> tasks.SpanTaskData:
+    """SQuAD-format data (files or tfds) with a joint SentencePiece vocabulary trained once on the training split's
+    questions and (distinct) contexts, or the encoder's WordPiece vocabulary, kept in the workdir."""
+    splits = squad.load_qa_task(data_cfg)
+    tasks.require_train(splits)
+
+    def texts():  # each context once, although several questions share it
+      return [q.question for q in splits["train"]] + list(dict.fromkeys(q.context for q in splits["train"]))
+
+    if data_cfg.get("vocab_file"):  # a pre-trained encoder's WordPiece vocabulary, kept in the workdir
+      vocab = wordpiece_in_workdir(data_cfg, workdir)
+    else:
+      vocab = load_or_train(workdir, "spm", texts, int(data_cfg.get("vocab_size", 8000)),
+                            model_type=data_cfg.get("spm_model_type", "unigram"))
+    version = "2.0" if any(squad.squad_version(qs) == "2.0" for qs in splits.values()) else "1.1"
+    return tasks.SpanTaskData(data_cfg.source, vocab, splits, *_lengths(data_cfg), version,
+                              doc_stride=data_cfg.get("doc_stride"))
+
+  def load_vocabularies(self, data_cfg, workdir: str) -> tasks.Vocabularies:
+    if data_cfg.get("vocab_file"):
+      if not fs.exists(fs.join(workdir, WORDPIECE_FILE)):
+        tasks.missing_vocabulary(workdir)
+      vocab = wordpiece_in_workdir(data_cfg, workdir)
+    else:
+      vocab = load_or_train(workdir, "spm", lambda: tasks.missing_vocabulary(workdir),
+                            int(data_cfg.get("vocab_size", 8000)),
+                            model_type=data_cfg.get("spm_model_type", "unigram"))
+    return tasks.Vocabularies(vocab, vocab)
+
+  def load_split(self, data_cfg, split: str) -> list[squad.SquadQuestion]:
+    """Only ``split``, every question of it in order."""
+    return squad.load_qa_task(data_cfg, splits=(split,))[split]
+
+  def check_model(self, task, model) -> None:
+    """No-answer support and the learned-position table, which only the data can check."""
+    if model.encoder == "bert":
+      vocab = task.vocab
+      if not hasattr(vocab, "cls_id"):
+        raise ValueError("config.model.encoder='bert' reads WordPiece ids: set config.data.vocab_file (the encoder's "
+                         "vocab.txt) instead of training a SentencePiece vocabulary")
+      if (vocab.cls_id, vocab.sep_id) != (model.cls_id, model.sep_id):
+        raise ValueError(f"config.model.cls_id / sep_id = {model.cls_id} / {model.sep_id}, but data.vocab_file has "
+                         f"[CLS] {vocab.cls_id} and [SEP] {vocab.sep_id}")
+    if task.version == "2.0" and not model.allow_no_answer:
+      raise ValueError("config.model.allow_no_answer is False but the data has unanswerable (SQuAD 2.0) questions")
+    # rows are padded to multiples of 8, the context side with room for the batcher's EOS (see SpanBatcher)
+    packed = -(-task.max_question_len // 8) * 8 + -(-(task.max_context_len + 1) // 8) * 8 + 2
+    if model.encoder == "bert" and model.max_length < packed + 1:
+      raise ValueError(f"config.model.max_length={model.max_length} is too short for [CLS] question [SEP] context "
+                       f"[SEP] padded to data.max_question_len={task.max_question_len} and data.max_context_len="
+                       f"{task.max_context_len}: it must be at least {packed + 1}")
+    if model.encoder == "transformer" and model.positional == "learned" and model.max_length < packed:
+      raise ValueError(f"config.model.max_length={model.max_length} is too short for learned positions over [CLS] "
+                       f"question [SEP] context padded to data.max_question_len={task.max_question_len} and "
+                       f"data.max_context_len={task.max_context_len}: it must be at least {packed}")
+
+  # ------------------------------------------------------------------------------------------------- training
+
+  def batchers(self, task, config, split: str, *, shards: dict):
+    common = dict(shards, max_question_len=task.max_question_len, max_context_len=task.max_context_len)
+    train = SpanBatcher(task.examples("train", train=True), bucket_boundaries=config.data.bucket_boundaries,
+                        shuffle=True, seed=config.seed, **common)
+    return train, SpanBatcher(task.examples(split, train=True), shuffle=False, seed=0, **common)
+
+  def loss(self, config, task):
+    return span_loss_stats  # train.label_smoothing is for the seq2seq loss (check_config requires 0)
+
+  def tokens(self, batch) -> float:
+    return float(batch["question_mask"].sum() + batch["context_mask"].sum())
+
+  def padded_lengths(self, data_cfg) -> tuple[int, int]:
+    round8 = lambda n: -(-n // 8) * 8
+    return round8(data_cfg.max_question_len), round8(data_cfg.max_context_len + 1)
+
+  def abstract_batch(self, config, rows: int, first_len: int, second_len: int):
+    shapes = {"question": (rows, first_len), "question_mask": (rows, first_len), "context": (rows, second_len),
+              "context_mask": (rows, second_len), "start_positions": (rows,), "end_positions": (rows,),
+              "is_impossible": (rows,), "weights": (rows,)}
+    return shapes, ("question_mask", "context_mask", "is_impossible")
+
+  # ------------------------------------------------------------------------------------ evaluating a run's state
+
+  def predict(self, run, split: str, *, limit: int | None) -> Predictions:
+    if "predictor" not in run.cache:
+      run.cache["predictor"] = inference.SpanPredictor(run.model, run.mesh)
+    task = run.task
+    examples = task.examples(split, train=False)
+    examples = examples[:limit] if limit else examples
+    return predict_and_score_spans(run.cache["predictor"], inference.replicate(run.params, run.mesh), examples,
+                                   run.metrics, task.version, max_question_len=task.max_question_len,
+                                   max_context_len=task.max_context_len, batch_size=run.config.eval.batch_size)
+
+  # ------------------------------------------------------------------------------------ a checkpoint of a workdir
+
+  def evaluate_checkpoint(self, workdir: str, config, split: str, load, *, names, limit,
+                          heatmap: str | None) -> dict[str, Any]:
+    no_heatmap(heatmap, config.model.name)
+    examples = self.load_split(config.data, split)  # before the model: a missing file fails fast
+    if limit:
+      examples = examples[:limit]
+    loaded = load()
+    q_len, c_len = _lengths(config.data)
+    encoded = tasks.encode_questions(examples, loaded.vocabularies.src, max_context_len=c_len,
+                                     max_question_len=q_len, doc_stride=config.data.get("doc_stride"), train=False)
+    version = "2.0" if squad.squad_version(examples) == "2.0" else "1.1"
+    predictions = predict_and_score_spans(
+        inference.SpanPredictor(loaded.model, loaded.mesh), loaded.params, encoded, names, version,
+        max_question_len=q_len, max_context_len=c_len, batch_size=config.eval.batch_size)
+    tag = step_tag(loaded)
+    out_path = fs.join(workdir, f"predictions.{split}.{tag}.json")
+    per_question = fs.join(workdir, f"question_scores.{split}.{tag}.json")
+    if jax.process_index() == 0:
+      fs.write_json(out_path, predictions.answers, indent=1)
+      fs.write_json(per_question, question_scores(predictions.answers, encoded, version))
+    result: dict[str, Any] = {"step": loaded.step, "steps": list(loaded.steps), "split": split,
+                              "examples": len(examples)}
+    result.update(predictions.scores, predictions=str(out_path), question_scores=str(per_question))
+    write_metrics(workdir, split, result)
+    return result
+
+
+FAMILY = SpanQA()
