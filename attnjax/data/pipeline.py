@@ -119,6 +119,38 @@ def _check_ids(flat: np.ndarray, offsets: np.ndarray, what: str) -> np.ndarray:
   return flat.astype(np.int32, copy=False)
 
 
+def _check_options(batch_size, max_tokens, max_src_len, max_tgt_len, seed, pad_to_multiple, num_shards,
+                   shard_index, batch_multiple, pack, pack_length, truncate, bucket_boundaries) -> int:
+  """:class:`Seq2SeqBatcher`'s arguments checked, naming the first bad one; returns ``batch_multiple`` (default:
+  ``num_shards``)."""
+  if (batch_size is None) == (max_tokens is None):
+    raise ValueError(f"give exactly one of batch_size and max_tokens, got batch_size={batch_size}, "
+                     f"max_tokens={max_tokens}")
+  _check_int("batch_size", batch_size, 1, allow_none=True)
+  _check_int("max_tokens", max_tokens, 1, allow_none=True)
+  _check_int("max_src_len", max_src_len, 1)
+  _check_int("max_tgt_len", max_tgt_len, 2)  # room for at least one token plus EOS
+  _check_int("seed", seed, 0)
+  _check_int("pad_to_multiple", pad_to_multiple, 1)
+  _check_int("num_shards", num_shards, 1)
+  _check_int("shard_index", shard_index, 0)
+  if shard_index >= num_shards:
+    raise ValueError(f"shard_index must be in [0, num_shards={num_shards}), got {shard_index}")
+  batch_multiple = num_shards if batch_multiple is None else batch_multiple
+  _check_int("batch_multiple", batch_multiple, 1)
+  if batch_multiple % num_shards:
+    raise ValueError(f"batch_multiple={batch_multiple} must be a multiple of num_shards={num_shards}")
+  if batch_size is not None and batch_size % num_shards:
+    raise ValueError(f"batch_size={batch_size} must be a multiple of num_shards={num_shards}")
+  if not pack and pack_length is not None:
+    raise ValueError("pack_length is only used with pack=True")
+  if pack and truncate:
+    raise ValueError("truncate is not supported with pack=True (packed rows end every target with EOS)")
+  if pack and bucket_boundaries is not None:
+    raise ValueError("bucket_boundaries do not apply with pack=True (all rows have pack_length)")
+  return batch_multiple
+
+
 class Seq2SeqBatcher:
   """Deterministic, resumable, bucketed (or packed), shardable batches; see the module docstring.
 
@@ -155,39 +187,24 @@ class Seq2SeqBatcher:
                drop_remainder: bool = False, pad_to_multiple: int = 8, num_shards: int = 1, shard_index: int = 0,
                pack: bool = False, pack_length: int | None = None, batch_multiple: int | None = None,
                truncate: bool = False):
-    if (batch_size is None) == (max_tokens is None):
-      raise ValueError(f"give exactly one of batch_size and max_tokens, got batch_size={batch_size}, "
-                       f"max_tokens={max_tokens}")
-    _check_int("batch_size", batch_size, 1, allow_none=True)
-    _check_int("max_tokens", max_tokens, 1, allow_none=True)
-    _check_int("max_src_len", max_src_len, 1)
-    _check_int("max_tgt_len", max_tgt_len, 2)  # room for at least one token plus EOS
-    _check_int("seed", seed, 0)
-    _check_int("pad_to_multiple", pad_to_multiple, 1)
-    _check_int("num_shards", num_shards, 1)
-    _check_int("shard_index", shard_index, 0)
-    if shard_index >= num_shards:
-      raise ValueError(f"shard_index must be in [0, num_shards={num_shards}), got {shard_index}")
-    batch_multiple = num_shards if batch_multiple is None else batch_multiple
-    _check_int("batch_multiple", batch_multiple, 1)
-    if batch_multiple % num_shards:
-      raise ValueError(f"batch_multiple={batch_multiple} must be a multiple of num_shards={num_shards}")
-    if batch_size is not None and batch_size % num_shards:
-      raise ValueError(f"batch_size={batch_size} must be a multiple of num_shards={num_shards}")
-    if not pack and pack_length is not None:
-      raise ValueError("pack_length is only used with pack=True")
-    if pack and truncate:
-      raise ValueError("truncate is not supported with pack=True (packed rows end every target with EOS)")
-    if pack and bucket_boundaries is not None:
-      raise ValueError("bucket_boundaries do not apply with pack=True (all rows have pack_length)")
-
+    batch_multiple = _check_options(batch_size, max_tokens, max_src_len, max_tgt_len, seed, pad_to_multiple,
+                                    num_shards, shard_index, batch_multiple, pack, pack_length, truncate,
+                                    bucket_boundaries)
     self.batch_size, self.max_tokens = batch_size, max_tokens
     self.max_src_len, self.max_tgt_len = int(max_src_len), int(max_tgt_len)
     self.shuffle, self.seed, self.drop_remainder = bool(shuffle), int(seed), bool(drop_remainder)
     self.pad_to_multiple, self.num_shards, self.shard_index = int(pad_to_multiple), int(num_shards), int(shard_index)
     self.pack, self.batch_multiple, self.truncate = bool(pack), int(batch_multiple), bool(truncate)
 
-    # ---- examples: flat storage, then skipping
+    kept, src_len, tgt_len = self._keep(examples)
+    self._plan_buckets(kept, src_len, tgt_len, bucket_boundaries, pack_length)
+    self._fingerprint = self._fingerprint_of(kept, src_len, tgt_len, self.num_examples_total)
+    self._epoch, self._position = 0, 0
+    self._plans: dict[int, list] = {}
+
+  def _keep(self, examples):
+    """Stores the examples flat and chooses the ones to batch: empty ones and (without ``truncate``) over-long ones
+    are skipped and counted; returns the kept indices and every example's source and target lengths."""
     if isinstance(examples, TokenizedSplit):
       # Already flat (e.g. from the token cache): iterating would re-flatten every id in Python, ~40 s and GBs of
       # temporaries for WMT14 en-de.
@@ -225,10 +242,13 @@ class Seq2SeqBatcher:
       raise ValueError(f"no example left: all {len(examples)} were skipped ({self.num_skipped_too_long} too long, "
                        f"{self.num_skipped_empty} empty)")
     self._src_len, self._tgt_len, self._kept = src_len, tgt_len, kept
+    return kept, src_len, tgt_len
 
-    # ---- batch shapes
+  def _plan_buckets(self, kept, src_len, tgt_len, bucket_boundaries, pack_length) -> None:
+    """The batch shapes: one row length when packing, else a (source, target) shape per bucket, and each
+    bucket's examples."""
     longest = max(self.max_src_len, self.max_tgt_len)
-    if pack:
+    if self.pack:
       pack_length = longest if pack_length is None else pack_length
       _check_int("pack_length", pack_length, 1)
       if pack_length < longest:
@@ -257,17 +277,17 @@ class Seq2SeqBatcher:
                  [(s.max_length, len(m), s.batch_size, s.src_length, s.tgt_length)
                   for s, m in zip(self.bucket_specs, self._bucket_members)])
 
-    config = dict(batch_size=batch_size, max_tokens=max_tokens, max_src_len=self.max_src_len,
+  def _fingerprint_of(self, kept, src_len, tgt_len, num_examples: int) -> int:
+    """What a saved position is valid for: the settings, the kept examples and their lengths."""
+    config = dict(batch_size=self.batch_size, max_tokens=self.max_tokens, max_src_len=self.max_src_len,
                   max_tgt_len=self.max_tgt_len, boundaries=self.bucket_boundaries, shuffle=self.shuffle,
                   drop_remainder=self.drop_remainder, pad_to_multiple=self.pad_to_multiple, pack=self.pack,
-                  **({"truncate": True} if self.truncate else {}), batch_sizes=[s.batch_size for s in self.bucket_specs], num_examples=len(examples))
+                  **({"truncate": True} if self.truncate else {}),
+                  batch_sizes=[s.batch_size for s in self.bucket_specs], num_examples=num_examples)
     crc = zlib.crc32(json.dumps(config, sort_keys=True).encode())
     crc = zlib.crc32(kept.astype(np.int64).tobytes(), crc)
     crc = zlib.crc32(src_len[kept].astype(np.int64).tobytes(), crc)
-    self._fingerprint = zlib.crc32(tgt_len[kept].astype(np.int64).tobytes(), crc)
-
-    self._epoch, self._position = 0, 0
-    self._plans: dict[int, list] = {}
+    return zlib.crc32(tgt_len[kept].astype(np.int64).tobytes(), crc)
 
   def _rows_per_batch(self, length: int) -> int:
     if self.batch_size is not None:

@@ -276,13 +276,14 @@ def _checking(lock, on_step):
   return checked
 
 
-def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog, opened: list) -> dict:
-  where = (lambda text: setattr(watchdog, "where", text)) if watchdog is not None else (lambda text: None)
+def _open_experiment(config, workdir, allow_config_change, opened: list) -> tuple[Experiment, str | None]:
+  """The run's Experiment, after the config check, the resume check against the workdir's config and, for a warm
+  start, the other run's vocabulary copied in (before one would be trained here)."""
   config_lib.validate(config)
   provenance.check_resume(workdir, config, allow_change=allow_config_change)  # before config.json is overwritten
   init_from = config.train.get("init_from")
   init_from = warm_start.resolve(init_from, workdir) if init_from else None
-  if init_from and jax.process_index() == 0:  # the other run's vocabulary, before one would be trained here
+  if init_from and jax.process_index() == 0:
     warm_start.copy_vocabulary(init_from, workdir)
   if init_from and jax.process_count() > 1:
     from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
@@ -290,101 +291,140 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
   exp = Experiment(config, workdir)
   opened.append(exp)
   _check_best_metric(config.train.best_metric, exp.metrics)  # an evaluation of a checkpoint ranks nothing
+  return exp, init_from
+
+
+def _start_step(exp: Experiment, config, workdir, init_from: str | None, where) -> tuple[int, bool]:
+  """``(the step training starts after, whether it resumes this run's own checkpoint)``: the newest readable
+  checkpoint's step, else a warm start's, else 0 (with a pre-trained encoder loaded where the config asks for one).
+  ``exp.meta`` gets the checkpoint's bookkeeping."""
   t = config.train
   where("restoring the newest checkpoint")
   start = exp.restore()
   config_lib.save_config(config, workdir)  # after the restore: a run refused there leaves the workdir as it was
-  stopping = {key: exp.meta[key] for key in EARLY_STOPPING_KEYS if key in exp.meta} if start else {}
-  # this run's own checkpoint was evaluated and saved because its time was up (not a warm start's: its source's)
-  spent = bool(start) and bool(exp.meta.get(TIME_UP_KEY))
-  if not start and init_from:  # a first start: from the other run's checkpoint (its step and clock continue)
+  if start:
+    return start, True
+  if init_from:  # a first start: from the other run's checkpoint (its step and clock continue)
     where(f"warm-starting from {init_from}")
-    start, exp.meta = warm_start.warm_start(exp, init_from, config.train.get("init_at_minutes"),
-                                            config.train.get("init_at_step"))
+    start, exp.meta = warm_start.warm_start(exp, init_from, t.get("init_at_minutes"), t.get("init_at_step"))
     clock = float(exp.meta.get("train_seconds", 0.0))
     if t.time_limit_minutes and clock >= 60 * t.time_limit_minutes:
       raise ValueError(f"train.init_from={init_from}: its checkpoint of step {start} was trained {clock / 60:.1f} "
                        f"minutes, already train.time_limit_minutes={t.time_limit_minutes}: set "
                        "train.init_at_minutes below the limit")
-  if not start and config.train.get("init_encoder_from"):  # fine-tuning: a pre-trained encoder, the rest fresh
-    where(f"loading the encoder of {config.train.init_encoder_from}")
-    warm_start.init_encoder(exp, config.train.init_encoder_from)
+  if not start and t.get("init_encoder_from"):  # fine-tuning: a pre-trained encoder, the rest fresh
+    where(f"loading the encoder of {t.init_encoder_from}")
+    warm_start.init_encoder(exp, t.init_encoder_from)
+  return start, False
+
+
+class _Throughput:
+  """The training steps and what each logging window took: its tokens, its FLOPs (XLA's count for each compiled
+  batch shape) and its time, compilation and evaluation left out whichever step of the window they fall on."""
+
+  def __init__(self, t, start: int, seconds_before: float):
+    self.configured_peak = t.peak_tflops_per_device * 1e12 if t.peak_tflops_per_device else None
+    self.peak = self.configured_peak or measured_peak_flops()
+    logging.info("MFU is stated against %.1f GFLOP/s per device (%s), %d devices", self.peak / 1e9,
+                 "config" if self.configured_peak else
+                 "measured float32 matmul; the best of each log step's remeasurement", jax.device_count())
+    self.compiled: dict = {}
+    self.flops_by_shape: dict = {}
+    self.start_step, self.seconds_before = start, seconds_before
+    self._new_window()
+    self.run_start = _clock()
+
+  def _new_window(self) -> None:
+    self.tokens, self.flops, self.window_start = 0.0, 0.0, _clock()
+    self.metrics: list = []  # the steps' metrics since the last log, on device until the log reads them
+
+  def train_seconds(self) -> float:
+    """Training time of the whole run, across restarts."""
+    return self.seconds_before + _clock() - self.run_start
+
+  def step(self, exp: Experiment, local) -> None:
+    """One optimizer step on the host-local batch ``local``: one compilation per bucket shape, dispatched
+    asynchronously (no device sync)."""
+    batch = steps.global_batch(local, exp.mesh, exp.rules)
+    shape_key = tuple((key, local[key].shape) for key in sorted(local))
+    if shape_key not in self.compiled:  # its FLOP count from XLA
+      t0 = _clock()
+      self.compiled[shape_key] = exp.train_step.lower(exp.state, batch).compile()
+      self.window_start += _clock() - t0  # compilation is not training throughput
+      cost = self.compiled[shape_key].cost_analysis()
+      cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+      self.flops_by_shape[shape_key] = float((cost or {}).get("flops", 0.0))
+    exp.state, metrics = self.compiled[shape_key](exp.state, batch)
+    self.metrics.append(metrics)
+    self.flops += self.flops_by_shape[shape_key]
+    self.tokens += exp.family.tokens(local) * jax.process_count()  # host-side: no device sync per step
+
+  def leave_out(self, since: float) -> None:
+    """The time since ``since`` (an evaluation) is not training throughput; the window's earlier steps stay in."""
+    self.window_start += _clock() - since
+
+  def log(self, step: int, t, writer) -> None:
+    # the window's metrics first: steps are dispatched asynchronously, so the clock is read once they are done
+    # (before, a step longer than its dispatch left its compute out of the window and overstated tokens/s)
+    window_values = window_means(jax.device_get(self.metrics))
+    elapsed = _clock() - self.window_start
+    flops_per_s = self.flops / elapsed
+    if self.configured_peak is None:  # measured on a shared machine, one reading understates it: the best seen
+      self.peak = max(self.peak, measured_peak_flops())
+    eta = (_clock() - self.run_start) / max(step - self.start_step, 1) * (t.steps - step)
+    values = {**window_values, "tokens_per_s": self.tokens / elapsed,
+              "model_flops_per_s": flops_per_s, "mfu": flops_per_s / (self.peak * jax.device_count())}
+    logging.info("step %d/%d  loss %.4f  nll %.4f (means over %d steps)  lr %.2e  %.0f tok/s  %.2f GFLOP/s  "
+                 "MFU %.1f%%  ETA %.0fs", step, t.steps, values["loss"], values["nll"], len(self.metrics),
+                 values["learning_rate"], values["tokens_per_s"], flops_per_s / 1e9, 100 * values["mfu"], eta)
+    summaries.log(writer, step, values, "train")
+    self._new_window()
+
+
+def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog, opened: list) -> dict:
+  where = (lambda text: setattr(watchdog, "where", text)) if watchdog is not None else (lambda text: None)
+  exp, init_from = _open_experiment(config, workdir, allow_config_change, opened)
+  start, resumed = _start_step(exp, config, workdir, init_from, where)
+  t = config.train
+  # a resumed run's own early-stopping record and time-up mark (not a warm start's: its source's)
+  stopping = {key: exp.meta[key] for key in EARLY_STOPPING_KEYS if key in exp.meta} if resumed else {}
   seconds_before = float(exp.meta.get("train_seconds", 0.0))
   if start:
     logging.info("resuming from step %d (%.1f training minutes so far)", start, seconds_before / 60)
   writer = summaries.writer(workdir)
-  configured_peak = t.peak_tflops_per_device * 1e12 if t.peak_tflops_per_device else None
-  peak = configured_peak or measured_peak_flops()
-  logging.info("MFU is stated against %.1f GFLOP/s per device (%s), %d devices", peak / 1e9,
-               "config" if configured_peak else "measured float32 matmul; the best of each log step's remeasurement",
-               jax.device_count())
+  meter = _Throughput(t, start, seconds_before)
   last_eval: dict = {}
-  window_tokens, window_flops, window_start, run_start = 0.0, 0.0, _clock(), _clock()
-  window_metrics: list = []  # the steps' metrics since the last log, on device until the log reads them
-  train_seconds = lambda: seconds_before + _clock() - run_start
-  flops_by_shape: dict = {}
-  compiled: dict = {}
   step = start
   stopped_early = bool(t.get("patience")) and stopping.get("evals_since_best", 0) >= t.patience
   if stopped_early:
     logging.info("stopped early at step %d (no better %s than %.4f at step %d in %d evaluations): training no "
                  "further", start, t.best_metric, stopping["best_value"], stopping["best_step"],
                  stopping["evals_since_best"])
-  spent = spent and bool(t.time_limit_minutes) and seconds_before > 60 * t.time_limit_minutes
+  spent = (resumed and bool(exp.meta.get(TIME_UP_KEY)) and bool(t.time_limit_minutes)
+           and seconds_before > 60 * t.time_limit_minutes)
   if spent:  # relaunched after it stopped for time (its evaluation of the splits cut off, say): not one step more
     logging.info("train.time_limit_minutes=%s was reached at step %d (%.1f training minutes): training no further",
                  t.time_limit_minutes, start, seconds_before / 60)
   with _Preemption() as preemption:
     while step < t.steps and not stopped_early and not spent:
       where(f"training step {step + 1}")
-      local = next(exp.train_batches)
-      batch = steps.global_batch(local, exp.mesh, exp.rules)
-      shape_key = tuple((key, local[key].shape) for key in sorted(local))
-      if shape_key not in compiled:  # one compilation per bucket shape, and its FLOP count from XLA
-        t0 = _clock()
-        compiled[shape_key] = exp.train_step.lower(exp.state, batch).compile()
-        window_start += _clock() - t0  # compilation is not training throughput
-        cost = compiled[shape_key].cost_analysis()
-        cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-        flops_by_shape[shape_key] = float((cost or {}).get("flops", 0.0))
-      exp.state, metrics = compiled[shape_key](exp.state, batch)
-      window_metrics.append(metrics)
+      meter.step(exp, next(exp.train_batches))
       step += 1
-      window_flops += flops_by_shape[shape_key]
-      window_tokens += exp.family.tokens(local) * jax.process_count()  # host-side: no device sync per step
       if on_step is not None:
         on_step(step)
       if step % t.log_every == 0 or step == t.steps:
-        # the window's metrics first: steps are dispatched asynchronously, so the clock is read once they are done
-        # (before, a step longer than its dispatch left its compute out of the window and overstated tokens/s)
-        window_values = window_means(jax.device_get(window_metrics))
-        elapsed = _clock() - window_start
-        flops_per_s = window_flops / elapsed
-        if configured_peak is None:  # measured on a shared machine, one reading understates it (MFU > 100%): best seen
-          peak = max(peak, measured_peak_flops())
-        eta = (_clock() - run_start) / max(step - start, 1) * (t.steps - step)
-        values = {**window_values, "tokens_per_s": window_tokens / elapsed,
-                  "model_flops_per_s": flops_per_s, "mfu": flops_per_s / (peak * jax.device_count())}
-        logging.info("step %d/%d  loss %.4f  nll %.4f (means over %d steps)  lr %.2e  %.0f tok/s  %.2f GFLOP/s  "
-                     "MFU %.1f%%  ETA %.0fs", step, t.steps, values["loss"], values["nll"], len(window_metrics),
-                     values["learning_rate"], values["tokens_per_s"], flops_per_s / 1e9, 100 * values["mfu"], eta)
-        summaries.log(writer, step, values, "train")
-        window_tokens, window_flops, window_start, window_metrics = 0.0, 0.0, _clock(), []
+        meter.log(step, t, writer)
       stop = out_of_time = False
       if is_sync_point(step, t):
         where(f"at the sync point after step {step}")
         stop, out_of_time = preemption.agreed(
-            bool(t.time_limit_minutes) and train_seconds() > 60 * t.time_limit_minutes)
+            bool(t.time_limit_minutes) and meter.train_seconds() > 60 * t.time_limit_minutes)
       evaluate_now = step % t.eval_every == 0 or step == t.steps or out_of_time
-      seconds = train_seconds()
+      seconds = meter.train_seconds()
       if evaluate_now and not stop:
         paused = _clock()
         where(f"evaluating step {step}")
-        last_eval, signatures = exp.evaluate(limit=config.eval.num_decode_examples)
-        logging.info("eval at step %d on %s: %s%s", step, config.eval.split,
-                     "  ".join(f"{k} {v:.4f}" for k, v in last_eval.items()),
-                     "".join(f"\n  {k} signature: {s}" for k, s in signatures.items()))
-        summaries.log(writer, step, last_eval, "eval")
+        last_eval = _evaluate(exp, step, writer)
         if t.get("patience"):
           stopping = early_stopping(stopping, step, last_eval[t.best_metric], t.best_mode)
           stopped_early = stopping["evals_since_best"] >= t.patience
@@ -392,8 +432,7 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
         time_up = {TIME_UP_KEY: True} if out_of_time else {}
         exp.checkpointer.save(step, exp.state, exp.train_batches.state(), metrics=last_eval, force=True,
                               meta={"train_seconds": seconds, **stopping, **time_up})
-        # evaluation is not training throughput: its time is left out of the window, whose earlier steps stay in
-        window_start += _clock() - paused
+        meter.leave_out(paused)
       elif step % t.checkpoint_every == 0 or stop:
         where(f"saving step {step}")
         exp.checkpointer.save(step, exp.state, exp.train_batches.state(), force=True,
@@ -408,7 +447,7 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
         break
       if out_of_time:
         logging.warning("train.time_limit_minutes=%s reached at step %d (%.1f training minutes over the whole run): "
-                        "evaluated, checkpointed, stopping", t.time_limit_minutes, step, train_seconds() / 60)
+                        "evaluated, checkpointed, stopping", t.time_limit_minutes, step, meter.train_seconds() / 60)
         break
   where(f"finishing the checkpoint writes after step {step}")
   exp.checkpointer.wait()
@@ -416,3 +455,14 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
   if writer is not None:
     writer.close()
   return {"step": step, "sync_agreements": preemption.agreements, **last_eval}
+
+
+def _evaluate(exp: Experiment, step: int, writer) -> dict[str, float]:
+  """The family's evaluation of the state after ``step``, logged and written to the run's summaries."""
+  config = exp.config
+  values, signatures = exp.evaluate(limit=config.eval.num_decode_examples)
+  logging.info("eval at step %d on %s: %s%s", step, config.eval.split,
+               "  ".join(f"{k} {v:.4f}" for k, v in values.items()),
+               "".join(f"\n  {k} signature: {s}" for k, s in signatures.items()))
+  summaries.log(writer, step, values, "eval")
+  return values
