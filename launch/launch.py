@@ -168,20 +168,9 @@ def launch(experiment: str, *, workdir_root: str, sweep: str | None = None, targ
       fs.write_json(manifest_path, manifest, indent=1)
     except OSError as e:
       raise RuntimeError(f"--workdir_root={workdir_root} cannot be written ({type(e).__name__}: {e})") from None
-  if tgt.platform == "tpu":
-    if not zone:
-      raise ValueError("--zone is required for a TPU VM target")
-    backend = backends.TpuVm(target_name, zone=zone, project=project, name_prefix=tpu_prefix, spot=spot,
-                             repo_url=repo_url or "", commit=commit.replace("-dirty", ""))
-  elif tgt.platform == "gpu":
-    backend = backends.Slurm(nodes=tgt.num_hosts, gpus_per_node=tgt.devices_per_host, time_limit=time_limit,
-                             partition=partition, python="python")
-  else:
-    backend = backends.Local(python=python, processes=local_processes)
-  if not dry_run and isinstance(backend, backends.TpuVm):  # before any point starts, not halfway through
-    backends.require_tool("gcloud", "the TPU VM target creates and drives slices with the Google Cloud CLI")
-  if not dry_run and isinstance(backend, backends.Slurm) and submit:
-    backends.require_tool("sbatch", "the GPU target submits SLURM jobs")
+  backend = _backend(tgt, target_name, commit, zone=zone, project=project, spot=spot, repo_url=repo_url,
+                     tpu_prefix=tpu_prefix, partition=partition, time_limit=time_limit, python=python,
+                     local_processes=local_processes, dry_run=dry_run, submit=submit)
   failures = 0
   for point, seed in [(point, seed) for point in chosen for seed in (seeds or [None])]:
     workdir = root / stem / (sweep or "single") / point["name"]
@@ -210,44 +199,73 @@ def launch(experiment: str, *, workdir_root: str, sweep: str | None = None, targ
         for command in record["commands"].values():
           print(command)
       continue
-    run_manifest = fs.join(workdir, "launch.json")
-    previous = fs.read_json(run_manifest) if run_manifest.exists() else None
-    if previous and previous.get("status") == "done":
-      logging.info("%s: already done (%s), skipped", run_name, workdir)
-      record.update(status="done", start=previous.get("start"), end=previous.get("end"),
-                    returncode=previous.get("returncode"), wall_seconds=previous.get("wall_seconds"))
-      continue
-    record.update(status="running", start=_now())
-    fs.write_json(run_manifest, record, indent=1)
-    t0 = time.time()
-    if isinstance(backend, backends.Slurm):
-      backend.write(p, split, launch_name, record["sbatch_script"])
-      if submit:
-        backends.require_tool("sbatch", "the GPU target submits SLURM jobs")
-        code = subprocess.call(["sbatch", record["sbatch_script"]])
-        record.update(status="submitted" if code == 0 else "failed", returncode=code)
-      else:
-        record.update(status="written")
-    else:
-      log_path = fs.join(workdir, "launch.log")
-      log_path.parent.mkdir(parents=True, exist_ok=True)
-      with open(log_path, "ab") if not fs.is_url(log_path) else _null() as log:
-        if isinstance(backend, backends.TpuVm):
-          code = backend.run(p, split, launch_name, log)
-        else:
-          code = backend.run(p, split, log)
-      record.update(status="done" if code == 0 else "failed", returncode=code)
-    record.update(end=_now(), wall_seconds=round(time.time() - t0, 1))
-    fs.write_json(run_manifest, record, indent=1)
-    if record["status"] == "failed":
+    if _run_point(backend, p, record, split, launch_name, submit):
       failures += 1
-      logging.error("%s failed (exit %s): see %s", run_name, record["returncode"], workdir)
     fs.write_json(manifest_path, manifest, indent=1)
   manifest["end"] = _now()
   if not dry_run:
     fs.write_json(manifest_path, manifest, indent=1)
   manifest["failures"] = failures
   return manifest
+
+
+def _backend(tgt, target_name: str, commit: str, *, zone, project, spot, repo_url, tpu_prefix, partition, time_limit,
+             python, local_processes, dry_run: bool, submit: bool):
+  """Where the points run: a TPU VM slice, SLURM (GPU targets) or this machine; the tools a real launch needs are
+  checked before any point starts, not halfway through."""
+  if tgt.platform == "tpu":
+    if not zone:
+      raise ValueError("--zone is required for a TPU VM target")
+    backend = backends.TpuVm(target_name, zone=zone, project=project, name_prefix=tpu_prefix, spot=spot,
+                             repo_url=repo_url or "", commit=commit.replace("-dirty", ""))
+  elif tgt.platform == "gpu":
+    backend = backends.Slurm(nodes=tgt.num_hosts, gpus_per_node=tgt.devices_per_host, time_limit=time_limit,
+                             partition=partition, python="python")
+  else:
+    backend = backends.Local(python=python, processes=local_processes)
+  if not dry_run and isinstance(backend, backends.TpuVm):
+    backends.require_tool("gcloud", "the TPU VM target creates and drives slices with the Google Cloud CLI")
+  if not dry_run and isinstance(backend, backends.Slurm) and submit:
+    backends.require_tool("sbatch", "the GPU target submits SLURM jobs")
+  return backend
+
+
+def _run_point(backend, p, record: dict, split: str, launch_name: str, submit: bool) -> bool:
+  """Runs (or submits) one point unless its workdir's ``launch.json`` says it is done, keeping that file current;
+  returns whether it failed."""
+  run_manifest = fs.join(p.workdir, "launch.json")
+  previous = fs.read_json(run_manifest) if run_manifest.exists() else None
+  if previous and previous.get("status") == "done":
+    logging.info("%s: already done (%s), skipped", p.name, p.workdir)
+    record.update(status="done", start=previous.get("start"), end=previous.get("end"),
+                  returncode=previous.get("returncode"), wall_seconds=previous.get("wall_seconds"))
+    return False
+  record.update(status="running", start=_now())
+  fs.write_json(run_manifest, record, indent=1)
+  t0 = time.time()
+  if isinstance(backend, backends.Slurm):
+    backend.write(p, split, launch_name, record["sbatch_script"])
+    if submit:
+      backends.require_tool("sbatch", "the GPU target submits SLURM jobs")
+      code = subprocess.call(["sbatch", record["sbatch_script"]])
+      record.update(status="submitted" if code == 0 else "failed", returncode=code)
+    else:
+      record.update(status="written")
+  else:
+    log_path = fs.join(p.workdir, "launch.log")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") if not fs.is_url(log_path) else _null() as log:
+      if isinstance(backend, backends.TpuVm):
+        code = backend.run(p, split, launch_name, log)
+      else:
+        code = backend.run(p, split, log)
+    record.update(status="done" if code == 0 else "failed", returncode=code)
+  record.update(end=_now(), wall_seconds=round(time.time() - t0, 1))
+  fs.write_json(run_manifest, record, indent=1)
+  if record["status"] == "failed":
+    logging.error("%s failed (exit %s): see %s", p.name, record["returncode"], p.workdir)
+    return True
+  return False
 
 
 class _null:  # remote workdirs: the subprocess output goes to this process's stdout

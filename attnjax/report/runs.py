@@ -303,28 +303,9 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
     <file>[, <file>]".
   """
   directory = fs.path(workdir)
-  unreadable = []
-  launch, ok = _read_json_file(directory / "launch.json")
-  if not ok:
-    unreadable.append("launch.json")
-  config, ok = _read_json_file(directory / "config.json")
-  if not ok:
-    unreadable.append("config.json")
-  metrics_path = _metrics_file(directory)
-  metrics = None
-  if metrics_path is not None:
-    metrics, ok = _read_json_file(metrics_path)
-    if not ok:
-      unreadable.append(metrics_path.name)
-  launch, config = launch or {}, config or {}
+  launch, config, metrics_path, metrics, unreadable = _run_files(directory)
   scores = _scores(metrics)
-  other_splits = {}  # the other metrics.<split>.json files (a second test set, say): split -> scores
-  for path in sorted(directory.glob("metrics.*.json"), key=lambda p: p.name):
-    if metrics_path is not None and path.name != metrics_path.name:
-      other, ok = _read_json_file(path)
-      if ok and other:
-        other_splits[path.name[len("metrics."):-len(".json")]] = _scores(other)  # test2017; validation.len1024
-
+  other_splits = _other_splits(directory, metrics_path)
   task = (config.get("data") or {}).get("task")
   model = config.get("model") if isinstance(config.get("model"), dict) else None
   if launch and (task is None or model is None):
@@ -333,14 +314,7 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
   kind = _kind(task, model, scores)
 
   status = launch.get("status")
-  if unreadable:
-    state = "unreadable: " + ", ".join(unreadable)
-  elif status in ("running", "pending", "failed"):
-    state = status  # a metrics file next to it belongs to an earlier attempt, not to this one's result
-  elif metrics is not None:
-    state = "evaluated"
-  else:
-    state = "no evaluation"
+  state = _state(unreadable, status, metrics)
 
   split = None
   if metrics_path is not None:
@@ -366,12 +340,57 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
   record["checkpoints_set_aside"] = _set_aside(directory / "checkpoints.unreadable" / "set_aside.json")
   record["tokens_per_s"] = None
   if curves:
-    scalars = read_scalars(directory / "tensorboard")
-    record["eval_curves"] = {tag: [[step, value] for step, value in points] for tag, points in scalars.items()
-                             if tag.startswith("eval/")}
-    speeds = [value for _, value in scalars.get("train/tokens_per_s", [])][1:]  # the first window compiles
-    record["tokens_per_s"] = statistics.median(speeds) if speeds else None
+    record["eval_curves"], record["tokens_per_s"] = _curves(directory)
   return record
+
+
+def _run_files(directory: epath.Path):
+  """``(launch.json, config.json, the metrics file's path, its contents, the unreadable files' names)``; a missing
+  JSON file reads as ``{}`` (None for the metrics), a damaged one is named."""
+  unreadable = []
+  launch, ok = _read_json_file(directory / "launch.json")
+  if not ok:
+    unreadable.append("launch.json")
+  config, ok = _read_json_file(directory / "config.json")
+  if not ok:
+    unreadable.append("config.json")
+  metrics_path = _metrics_file(directory)
+  metrics = None
+  if metrics_path is not None:
+    metrics, ok = _read_json_file(metrics_path)
+    if not ok:
+      unreadable.append(metrics_path.name)
+  return launch or {}, config or {}, metrics_path, metrics, unreadable
+
+
+def _other_splits(directory: epath.Path, metrics_path) -> dict[str, dict]:
+  """The scores of the other ``metrics.<split>.json`` files (a second test set, longer rows): split -> scores."""
+  out = {}
+  for path in sorted(directory.glob("metrics.*.json"), key=lambda p: p.name):
+    if metrics_path is not None and path.name != metrics_path.name:
+      other, ok = _read_json_file(path)
+      if ok and other:
+        out[path.name[len("metrics."):-len(".json")]] = _scores(other)  # test2017; validation.len1024
+  return out
+
+
+def _state(unreadable: list[str], status: str | None, metrics) -> str:
+  """What the tables show for a run (see :func:`read_run`)."""
+  if unreadable:
+    return "unreadable: " + ", ".join(unreadable)
+  if status in ("running", "pending", "failed"):
+    return status  # a metrics file next to it belongs to an earlier attempt, not to this one's result
+  return "evaluated" if metrics is not None else "no evaluation"
+
+
+def _curves(directory: epath.Path):
+  """``(eval_curves, tokens_per_s)`` from the run's TensorBoard scalars: every ``eval/*`` curve, and the median
+  training throughput with the first logging window (which compiles) left out."""
+  scalars = read_scalars(directory / "tensorboard")
+  curves = {tag: [[step, value] for step, value in points] for tag, points in scalars.items()
+            if tag.startswith("eval/")}
+  speeds = [value for _, value in scalars.get("train/tokens_per_s", [])][1:]
+  return curves, (statistics.median(speeds) if speeds else None)
 
 
 def _training(workdir: epath.Path) -> tuple[int | None, float | None]:
