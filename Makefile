@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 
-.PHONY: quickstart test test-slow docs minilm transfer scaling bench aot mutants faults study meteor-replays summarization summarization-replays clean
+.PHONY: quickstart test test-slow docs minilm transfer squad2 scaling bench aot mutants faults study meteor-replays summarization summarization-replays clean
 
 # the package alone (what the quickstart needs), then the test extra on top (pytest, the Cloud Storage emulator, and
 # libtpu for compiling TPU programs ahead of time on this CPU)
@@ -202,6 +202,19 @@ transfer: $(VENV)/.installed minilm
 	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER) \
 	    --experiment=experiments/squad_transfer/$$reader.py --split=test; done
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=$(TRANSFER) --out=$(TRANSFER)/report
+
+# SQuAD 2.0 at CPU scale (needs ../shared/data/squad_v2): the always-no-answer baseline, then three readers of 60
+# minutes each (the BiLSTM, BERT from scratch, BERT from all-MiniLM-L6-v2), every one scored on validation (where its
+# no-answer threshold is chosen) and test, and the report.
+SQUAD2 ?= runs/squad2
+SQUAD2_READERS = bilstm bert_scratch bert_from_minilm
+squad2: $(VENV)/.installed minilm
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.baselines --baseline=no_answer --experiment=experiments/squad_v2_cpu/bilstm.py \
+	  --workdir=$(SQUAD2)/no_answer --split=validation,test
+	set -e; for reader in $(SQUAD2_READERS); do \
+	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(SQUAD2) \
+	    --experiment=experiments/squad_v2_cpu/$$reader.py --split=validation,test; done
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=$(SQUAD2) --out=$(SQUAD2)/report
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -42,12 +42,13 @@ from attnjax import families
 from attnjax.data import tasks
 from attnjax.families.seq2seq import SUMMARIZATION_SOURCES
 
-BASELINES = ("lead3", "context_free")
+BASELINES = ("lead3", "context_free", "no_answer")
 
 
 def define_flags() -> None:
   """The command line, defined only when run as a program (other CLIs import this module)."""
-  flags.DEFINE_string("experiment", None, "experiment file whose task and splits are scored (lead3)")
+  flags.DEFINE_string("experiment", None, "experiment file whose task and splits are scored (lead3: a summarization "
+                      "task; no_answer: a SQuAD 2.0 task)")
   flags.DEFINE_enum("baseline", "lead3", BASELINES, "which baseline")
   flags.DEFINE_string("workdir", None, "where the baseline's config, hypotheses and metrics go (lead3); the masked-LM "
                       "run whose metrics files get the baseline (context_free)")
@@ -63,6 +64,21 @@ def score_lead(config, split: str, n: int = 3) -> tuple[dict, list[str]]:
             "empty_sources": sum(not article.strip() for article, _ in pairs), **scores,
             **metrics_lib.summary_statistics(hypotheses, [article for article, _ in pairs])}
   return result, hypotheses
+
+
+def score_no_answer(config, split: str) -> tuple[dict, dict[str, str]]:
+  """Always "no answer" on every question of ``split`` (a SQuAD 2.0 task): (result in the layout of
+  ``metrics.<split>.json``, the predictions, ``""`` for every question id). Its F1 is the share of unanswerable
+  questions: what a reader must beat to show it answers where there is an answer."""
+  from attnjax.data import squad  # pylint: disable=g-import-not-at-top
+  from attnjax.families.span_qa import score_spans  # pylint: disable=g-import-not-at-top
+  questions = families.load_split(config.data, split)
+  if squad.squad_version(questions) != "2.0":
+    raise ValueError(f"--baseline=no_answer: the {split} split has no unanswerable question (a SQuAD 1.1 task)")
+  predictions = {q.qid: "" for q in questions}
+  scores = score_spans(predictions, questions, ("exact_match", "f1"), "2.0",
+                       no_answer_probs={q.qid: 1.0 for q in questions})
+  return {"split": split, "examples": len(questions), "step": None, "steps": [], **scores}, predictions
 
 
 def context_free(workdir, split: str) -> dict[str, float]:
@@ -117,25 +133,34 @@ def main(argv):
     raise app.UsageError("give --experiment=FILE and --workdir=DIR")
   started, start_time = datetime.datetime.now(datetime.timezone.utc), time.perf_counter()
   config = compile_lib.load_experiment(FLAGS.experiment)
-  if config.data.source not in SUMMARIZATION_SOURCES:
+  if FLAGS.baseline == "lead3" and config.data.source not in SUMMARIZATION_SOURCES:
     raise app.UsageError(f"--baseline={FLAGS.baseline} summarizes articles; {FLAGS.experiment} is not a "
                          f"summarization task (data.source={config.data.source!r})")
+  if FLAGS.baseline == "no_answer" and families.of(config).name != "span_qa":
+    raise app.UsageError(f"--baseline=no_answer answers questions; {FLAGS.experiment} is not an extractive QA task "
+                         f"(data.source={config.data.source!r})")
   workdir = fs.path(FLAGS.workdir)
   with config.unlocked():
     config.model = {"name": FLAGS.baseline}
   fs.write_text(fs.join(workdir, "config.json"), config.to_json(indent=1))
   for split in FLAGS.split:
     start = time.perf_counter()
-    result, hypotheses = score_lead(config, split, n=3)
-    path = fs.join(workdir, f"hypotheses.{split}.{FLAGS.baseline}.txt")
-    fs.write_text(path, "".join(h.replace("\n", " ") + "\n" for h in hypotheses))
-    result["hypotheses"] = str(path)
+    if FLAGS.baseline == "no_answer":
+      result, predictions = score_no_answer(config, split)
+      result["predictions"] = str(fs.join(workdir, f"predictions.{split}.no_answer.json"))
+      fs.write_json(result["predictions"], predictions, indent=1)
+      shown = ("exact_match", "f1", "HasAns_f1", "NoAns_f1")
+    else:
+      result, hypotheses = score_lead(config, split, n=3)
+      path = fs.join(workdir, f"hypotheses.{split}.{FLAGS.baseline}.txt")
+      fs.write_text(path, "".join(h.replace("\n", " ") + "\n" for h in hypotheses))
+      result["hypotheses"] = str(path)
+      shown = ("rouge1", "rouge2", "rougeL", "rougeLsum")
     fs.write_json(fs.join(workdir, f"metrics.{split}.json"), result, indent=1, sort_keys=True)
     logging.info("%s on %s (%d examples, %.0f s): %s", FLAGS.baseline, split, result["examples"],
                  time.perf_counter() - start, json.dumps({k: round(v, 2) for k, v in result.items()
                                                           if isinstance(v, float)}))
-    print(f"{FLAGS.baseline} {split}: " + "  ".join(f"{k} {result[k]:.2f}" for k in
-                                                      ("rouge1", "rouge2", "rougeL", "rougeLsum")))
+    print(f"{FLAGS.baseline} {split}: " + "  ".join(f"{k} {result[k]:.2f}" for k in shown if k in result))
   # the manifest of a finished run, as the launcher writes one: launch.record keeps the baseline with the study
   fs.write_json(fs.join(workdir, "launch.json"), {
       "status": "done", "returncode": 0, "target": "cpu", "commit": _commit(),

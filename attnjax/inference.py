@@ -218,11 +218,13 @@ class SpanPredictor:
 
 
 def predict_spans(predictor: SpanPredictor, params, examples, *, max_question_len: int, max_context_len: int,
-                  batch_size: int) -> list:
+                  batch_size: int, null_margins: bool = False) -> list:
   """``[(example, (start, end))]``, one per question in order of first appearance: the best span over the question's
   examples (one, or one per window of a long context: :func:`attnjax.data.squad_windows.best_across_windows`), or
-  ``(NO_ANSWER, NO_ANSWER)`` when the model's no-answer score beats it."""
-  from attnjax.data.squad_windows import best_across_windows  # pylint: disable=g-import-not-at-top
+  ``(NO_ANSWER, NO_ANSWER)`` when the model's no-answer score beats it. With ``null_margins``: ``[(example, (start,
+  end), margin)]``, the best non-null span and how far the null score beats it
+  (:func:`attnjax.data.squad_windows.spans_and_null_margins`), for a no-answer threshold chosen elsewhere."""
+  from attnjax.data.squad_windows import best_across_windows, spans_and_null_margins  # pylint: disable=g-import-not-at-top
   rows = predictor.rows.rows(batch_size)
   q_width, c_width = _round_up(max_question_len, 8), _round_up(max_context_len, 8)
   outputs = [[], [], [], []]
@@ -240,7 +242,8 @@ def predict_spans(predictor: SpanPredictor, params, examples, *, max_question_le
       collected.append(to_host(x)[:len(chunk)])
   progress.update(len(examples))
   starts, ends, span_scores, null_scores = (np.concatenate(x) if x else np.zeros(0) for x in outputs)
-  return best_across_windows(examples, starts, ends, span_scores, null_scores)
+  choose = spans_and_null_margins if null_margins else best_across_windows
+  return choose(examples, starts, ends, span_scores, null_scores)
 
 
 # ------------------------------------------------------------------------------------------------ from a workdir

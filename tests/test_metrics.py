@@ -314,6 +314,67 @@ def test_squad_v2_no_answer_probability_above_threshold_predicts_no_answer():
     metrics.squad_scores(predictions, {"has": ["cat"]}, no_answer_probs={"has": 0.9})
 
 
+def _v2_cases():
+  """Hand-made SQuAD 2.0 cases, each a rule of the official evaluation: q1 right after normalisation (articles,
+  punctuation, case), q2 an empty prediction on an answerable question, q3 a text on an unanswerable one, q4 "" on an
+  unanswerable one (right), q5 a partial answer among several golds ("big dog" vs "a big red dog": P 1, R 2/3, F1
+  0.8; the other gold "cat" gives 0)."""
+  answers = {"q1": ["Denver Broncos", "Broncos"], "q2": ["Paris"], "q3": [], "q4": [], "q5": ["a big red dog", "cat"]}
+  predictions = {"q1": "the Broncos!", "q2": "", "q3": "Lyon", "q4": "", "q5": "Big dog"}
+  probs = {"q1": 0.1, "q2": 0.8, "q3": 0.6, "q4": 0.3, "q5": 0.4}
+  return answers, predictions, probs
+
+
+def test_squad_v2_scores_and_best_thresholds_follow_the_official_rules():
+  answers, predictions, probs = _v2_cases()
+  scores = metrics.squad_scores(predictions, answers, version="2.0", no_answer_probs=probs)
+  # by hand: exact q1, q4 -> 2/5; F1 1 + 0 + 0 + 1 + 0.8 = 2.8/5; HasAns q1, q2, q5; NoAns q3, q4
+  assert scores["exact_match"] == pytest.approx(40.0) and scores["f1"] == pytest.approx(56.0)
+  assert scores["HasAns_exact"] == pytest.approx(100 / 3) and scores["HasAns_f1"] == pytest.approx(60.0)
+  assert scores["NoAns_exact"] == 50.0 and scores["NoAns_f1"] == 50.0
+  assert (scores["HasAns_total"], scores["NoAns_total"], scores["total"]) == (3, 2, 5)
+  # best threshold, by hand: all "no answer" gives 2 (q3, q4); in increasing probability q1 +1 (t 0.1), q4 0,
+  # q5 +0.8 (F1; exact +0), q3 -1 ("Lyon" where there is none), q2 +0: F1 best 3.8/5 at 0.4, exact 3/5 at 0.1
+  assert scores["best_f1"] == pytest.approx(76.0) and scores["best_f1_thresh"] == 0.4
+  assert scores["best_exact"] == pytest.approx(60.0) and scores["best_exact_thresh"] == 0.1
+
+
+def test_squad_v2_best_threshold_is_the_best_of_every_threshold_applied():
+  """A second computation: each candidate threshold applied by squad_scores' own rule (probability above it: "no
+  answer"), the best score over them, on random cases."""
+  import random  # pylint: disable=g-import-not-at-top
+  rng = random.Random(0)
+  for _ in range(20):
+    answers = {f"q{i}": ([] if rng.random() < 0.5 else [rng.choice(["red cat", "dog", "a big red dog"])])
+               for i in range(12)}
+    predictions = {q: rng.choice(["", "red cat", "dog", "big dog", "cat"]) for q in answers}
+    probs = {q: rng.random() for q in answers}
+    best = metrics.squad_scores(predictions, answers, version="2.0", no_answer_probs=probs)
+    for name in ("exact", "f1"):
+      key = "exact_match" if name == "exact" else "f1"
+      applied = {t: metrics.squad_scores(predictions, answers, version="2.0", no_answer_probs=probs,
+                                         no_answer_threshold=t)[key] for t in [0.0] + sorted(probs.values())}
+      top = max(applied.values())
+      assert best[f"best_{name}"] == pytest.approx(top)
+      assert applied[best[f"best_{name}_thresh"]] == pytest.approx(top)
+      assert best[f"best_{name}_thresh"] == min(t for t, v in applied.items() if v == pytest.approx(top))
+
+
+def test_squad_v2_file_pair_with_no_answer_probabilities(tmp_path, capsys):
+  answers, predictions, probs = _v2_cases()
+  qas = [{"id": q, "question": "?", "answers": [{"text": a, "answer_start": 0} for a in golds],
+          "is_impossible": not golds} for q, golds in answers.items()]
+  data = _write(tmp_path / "dev.json", json.dumps({"data": [{"title": "t", "paragraphs": [{"context": "x",
+                                                                                            "qas": qas}]}]}))
+  preds = _write(tmp_path / "pred.json", json.dumps(predictions))
+  na = _write(tmp_path / "na_prob.json", json.dumps(probs))
+  scores = metrics.score_files("squad", preds, data, no_answer_probs_path=na)
+  assert scores["best_f1"] == pytest.approx(76.0) and scores["best_f1_thresh"] == 0.4
+  short = _write(tmp_path / "na_short.json", json.dumps({q: p for q, p in probs.items() if q != "q5"}))
+  assert metrics.main(["--metric=squad", f"--hyp={preds}", f"--ref={data}", f"--no_answer_probs={short}"]) == 1
+  assert "na_short.json: no entry for 1 of the dataset's 5 questions (first: 'q5')" in capsys.readouterr().err
+
+
 def test_squad_missing_predictions_count_as_wrong_and_are_logged(caplog):
   answers = {"q1": ["cat"], "q2": ["dog"], "q3": ["bird"]}
   with caplog.at_level(logging.WARNING):
@@ -409,11 +470,15 @@ def test_squad_file_pair_scores_like_the_official_script(tmp_path, capsys):
       qa("q1", ["The Cat"]), qa("q2", ["the black cat sat"]), qa("q3", ["dog"]), qa("q4", [], True)]}]}]}
   data = _write(tmp_path / "dev.json", json.dumps(dataset))
   preds = _write(tmp_path / "pred.json", json.dumps({"q1": "cat.", "q2": "cat sat", "q4": ""}))
-  scores = metrics.score_files("squad", preds, data)
+  with pytest.raises(ValueError, match=r"pred.json: no entry for 1 of the dataset's 4 questions \(first: 'q3'\)"):
+    metrics.score_files("squad", preds, data)
+  assert metrics.main(["--metric=squad", f"--hyp={preds}", f"--ref={data}"]) == 1
+  assert "pred.json: no entry for 1 of the dataset's 4 questions" in capsys.readouterr().err
+  scores = metrics.score_files("squad", preds, data, allow_missing=True)
   assert scores["exact_match"] == pytest.approx(100 * 2 / 4)
   assert scores["f1"] == pytest.approx(100 * (1 + 0.8 + 0 + 1) / 4)
   assert scores["NoAns_exact"] == 100.0 and scores["HasAns_total"] == 3
-  assert metrics.main(["--metric=squad", f"--hyp={preds}", f"--ref={data}"]) == 0
+  assert metrics.main(["--metric=squad", f"--hyp={preds}", f"--ref={data}", "--allow_missing"]) == 0
   assert "exact_match = 50.00 f1 = 70.00" in capsys.readouterr().out
   bad = _write(tmp_path / "bad.json", "{\"q1\": ")
   assert metrics.main(["--metric=squad", f"--hyp={bad}", f"--ref={data}"]) == 1

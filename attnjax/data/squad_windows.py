@@ -72,6 +72,18 @@ def best_across_windows(examples: Sequence[SquadExample], starts, ends, span_sco
   """Per question (in first-appearance order): ``(example of the winning window, (start, end))`` with the best span
   over its windows, or ``(NO_ANSWER, NO_ANSWER)`` when the smallest null score beats it (null scores of -inf: a model
   without a no-answer option, which never abstains). A window without any context token offers no span."""
+  out = []
+  for example, span, margin in spans_and_null_margins(examples, starts, ends, span_scores, null_scores):
+    out.append((example, (NO_ANSWER, NO_ANSWER) if margin > 0 or span[0] == NO_ANSWER else span))
+  return out
+
+
+def spans_and_null_margins(examples: Sequence[SquadExample], starts, ends, span_scores, null_scores):
+  """Per question (in first-appearance order): ``(example of the winning window, (start, end), margin)``: the best
+  non-null span over its windows (``(NO_ANSWER, NO_ANSWER)`` when no window has a context token), and how far the
+  null option beats it, ``min over windows of the null score - the best span score`` (as Devlin et al. compare the
+  null score with the best span for SQuAD 2.0): positive means the model's own rule says "no answer"; -inf for a
+  model without a no-answer option, +inf when there is no span at all."""
   best: dict[str, list] = {}  # qid -> [best span score, its example index, smallest null score]
   for i, e in enumerate(examples):
     score = float(span_scores[i]) if e.context_ids else float("-inf")
@@ -85,8 +97,8 @@ def best_across_windows(examples: Sequence[SquadExample], starts, ends, span_sco
   out = []
   for score, i, null in best.values():
     example = examples[i]
-    if null > score or score == float("-inf"):
-      out.append((example, (NO_ANSWER, NO_ANSWER)))
+    if score == float("-inf"):
+      out.append((example, (NO_ANSWER, NO_ANSWER), float("inf")))
     else:
-      out.append((example, (int(starts[i]), int(ends[i]))))
+      out.append((example, (int(starts[i]), int(ends[i])), null - score))
   return out

@@ -85,7 +85,7 @@ TASKS: dict[str, TaskSpec] = {
     "squad_v1": TaskSpec("extractive_qa", "tfds_squad", {"tfds_name": "squad/v1.1"},
                          {"train": "train", "validation": "validation"}, ("exact_match", "f1"), ("exact_match", "f1"),
                          train=_SPAN_LOSS),
-    "squad_v2": TaskSpec("extractive_qa", "tfds_squad", {"tfds_name": "squad/v2.0"},
+    "squad_v2": TaskSpec("extractive_qa", "tfds_squad", {"tfds_name": "squad/v2.0", "squad_version": "2.0"},
                          {"train": "train", "validation": "validation"}, ("exact_match", "f1"), ("exact_match", "f1"),
                          train=_SPAN_LOSS),
     # The offline copies in ../shared/data (see experiments/): Multi30k task 1, manythings English–French, and
@@ -112,6 +112,12 @@ TASKS: dict[str, TaskSpec] = {
     "wikipedia_lm": TaskSpec("lm", "lm_jsonl", {"path": "enwiki_2015_AA.jsonl.gz",
                                                 "heldout": {"validation": 0.005, "test": 0.005}},
                              {}, ("bits_per_byte",), ("bits_per_byte",), best_mode="min"),  # lower is better
+    # SQuAD 2.0 dev (35 articles, 11,873 questions, 5,945 unanswerable), split by article as v1.1's: with seed 0,
+    # train 24 articles / 8,242 questions (50.0% unanswerable), validation 6 / 2,076 (51.1%), test 5 / 1,555 (48.9%)
+    "squad_v2_dev_by_article": TaskSpec("extractive_qa", "squad_json",
+                                        {"path": "dev-v2.0.json.gz", "heldout": {"validation": 0.2, "test": 0.2},
+                                         "squad_version": "2.0"},
+                                        {}, ("exact_match", "f1"), ("exact_match", "f1"), train=_SPAN_LOSS),
     "squad_v1_dev_by_article": TaskSpec("extractive_qa", "squad_json",
                                         {"path": "dev-v1.1.json.gz", "heldout": {"validation": 0.1, "test": 0.1}},
                                         {}, ("exact_match", "f1"), ("exact_match", "f1"), train=_SPAN_LOSS),

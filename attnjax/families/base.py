@@ -35,6 +35,7 @@ class Predictions:
   sources: list[str] | None = None
   attention: list[np.ndarray] | None = None
   answers: dict[str, str] | None = None  # extractive QA: question id -> answer text
+  no_answer_probs: dict[str, float] | None = None  # SQuAD 2.0: question id -> probability of "no answer"
 
 
 class Run(Protocol):

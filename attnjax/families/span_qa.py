@@ -9,8 +9,10 @@ script's exact match and F1.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from absl import logging
 import jax
 import jax.numpy as jnp
 
@@ -43,25 +45,64 @@ def span_loss_stats(model, params, batch, rng, deterministic):
   return {"loss_sum": total, "nll_sum": total, "ntokens": jnp.sum(weights)}
 
 
-def score_spans(predictions, examples, names, version: str) -> dict[str, float]:
-  """SQuAD EM / F1 (official normalisation, max over gold answers; v2.0 adds the HasAns / NoAns breakdown)."""
-  scores = metrics_lib.squad_scores(predictions, squad.gold_answers(examples), version=version)
+def score_spans(predictions, examples, names, version: str, *, no_answer_probs=None) -> dict[str, float]:
+  """SQuAD EM / F1 (official normalisation, max over gold answers; v2.0 adds the HasAns / NoAns breakdown, and with
+  ``no_answer_probs`` the official best-threshold EM / F1 and their thresholds)."""
+  scores = metrics_lib.squad_scores(predictions, squad.gold_answers(examples), version=version,
+                                    no_answer_probs=no_answer_probs)
   unknown = [name for name in names if name not in scores]
   if unknown:
     raise ValueError(f"unknown span metric(s) {unknown} (available: exact_match, f1)")
-  extra = [k for k in scores if k.startswith(("HasAns", "NoAns")) and not k.endswith("total")]
+  extra = [k for k in scores if k.startswith(("HasAns", "NoAns", "best_")) and not k.endswith("total")]
   return {name: float(scores[name]) for name in list(names) + extra}
 
 
+CHOOSE = "choose"  # predict_and_score_spans: choose the no-answer threshold on the split itself (a validation split)
+THRESHOLD_FILE = "no_answer_threshold.{tag}.json"  # in the workdir: the threshold chosen on validation, per checkpoint
+
+
+def no_answer_probability(margin: float) -> float:
+  """The no-answer probability written for the official v2.0 evaluation: σ(margin), the logistic of how far the null
+  score beats the best span (0.5 where they tie: above it the model's own rule says "no answer")."""
+  if margin == float("inf"):
+    return 1.0
+  if margin == float("-inf"):
+    return 0.0
+  return 1.0 / (1.0 + math.exp(-min(max(margin, -60.0), 60.0)))
+
+
 def predict_and_score_spans(predictor: inference.SpanPredictor, params, examples, names, version: str, *,
-                            max_question_len: int, max_context_len: int, batch_size: int) -> Predictions:
+                            max_question_len: int, max_context_len: int, batch_size: int,
+                            no_answer_threshold: float | str | None = None) -> Predictions:
   """Answers every question (``examples`` from ``squad.encode_examples(..., drop_unreachable=False)``) and scores
-  EM / F1 as the official script does (every question counts); process 0 scores, the others receive its numbers."""
+  EM / F1 as the official script does (every question counts); process 0 scores, the others receive its numbers.
+
+  SQuAD 2.0: each question also gets its no-answer probability (:func:`no_answer_probability`), and the answer is ""
+  where it exceeds ``no_answer_threshold`` (None: 0.5, the model's own rule "null score above the best span";
+  :data:`CHOOSE`: the threshold that maximises F1 on these questions, ``best_f1_thresh_spans``). The scores add the
+  official best-threshold EM / F1 of the answers and their thresholds, and ``no_answer_threshold``, the one
+  applied."""
   chosen = inference.predict_spans(predictor, params, examples, max_question_len=max_question_len,
-                                   max_context_len=max_context_len, batch_size=batch_size)
-  answers = squad.predictions_from_spans([example for example, _ in chosen], [span for _, span in chosen])
-  scores = score_spans(answers, examples, names, version) if jax.process_index() == 0 else {}
-  return Predictions(inference.broadcast_json(scores), {}, answers=answers)
+                                   max_context_len=max_context_len, batch_size=batch_size, null_margins=True)
+  spans = squad.predictions_from_spans([example for example, _, _ in chosen], [span for _, span, _ in chosen])
+  if version != "2.0":
+    scores = score_spans(spans, examples, names, version) if jax.process_index() == 0 else {}
+    return Predictions(inference.broadcast_json(scores), {}, answers=spans)
+  probs = {example.qid: no_answer_probability(margin) for example, _, margin in chosen}
+  # the threshold that maximises F1 had every question been answered with its best span: what a validation split
+  # chooses (the same on every process: every process has the spans and probabilities)
+  spans_only = metrics_lib.squad_scores(spans, squad.gold_answers(examples), version=version, no_answer_probs=probs)
+  if no_answer_threshold == CHOOSE:
+    threshold = float(spans_only["best_f1_thresh"])
+  else:
+    threshold = 0.5 if no_answer_threshold is None else float(no_answer_threshold)
+  answers = {qid: "" if probs[qid] > threshold else text for qid, text in spans.items()}
+  scores = {}
+  if jax.process_index() == 0:
+    scores = score_spans(answers, examples, names, version, no_answer_probs=probs)
+    scores.update(no_answer_threshold=threshold, best_f1_thresh_spans=float(spans_only["best_f1_thresh"]),
+                  best_f1_spans=float(spans_only["best_f1"]))
+  return Predictions(inference.broadcast_json(scores), {}, answers=answers, no_answer_probs=probs)
 
 
 def question_scores(predictions, examples, version: str) -> dict[str, list]:
@@ -86,7 +127,7 @@ class SpanQA(TaskFamily):
   model_names = ("span_qa",)
   data_keys = ("dir", "splits", "path", "heldout", "split_seed", "max_chars", "tfds_name", "tfds_data_dir",
                "tfds_download", "tfds_backend", "vocab_size", "spm_model_type", "max_question_len",
-               "max_context_len", "doc_stride", "vocab_file", "lowercase")
+               "max_context_len", "doc_stride", "vocab_file", "lowercase", "squad_version")
   metrics = SPAN_METRICS
   batch_ndims = SPAN_BATCH_NDIMS
 
@@ -114,6 +155,7 @@ class SpanQA(TaskFamily):
       vocab = load_or_train(workdir, "spm", texts, int(data_cfg.get("vocab_size", 8000)),
                             model_type=data_cfg.get("spm_model_type", "unigram"))
     version = "2.0" if any(squad.squad_version(qs) == "2.0" for qs in splits.values()) else "1.1"
+    self.check_version(data_cfg, version)
     return tasks.SpanTaskData(data_cfg.source, vocab, splits, *_lengths(data_cfg), version,
                               doc_stride=data_cfg.get("doc_stride"))
 
@@ -195,29 +237,71 @@ class SpanQA(TaskFamily):
 
   def evaluate_checkpoint(self, workdir: str, config, split: str, load, *, names, limit,
                           heatmap: str | None) -> dict[str, Any]:
+    """Every question of ``split`` answered with the checkpoint's parameters: ``predictions.<split>.<tag>.json``
+    (the official format, "" for no answer), ``question_scores...json`` and ``metrics.<split>.json``. SQuAD 2.0 adds
+    ``na_probs.<split>.<tag>.json`` (the official evaluation's no-answer probabilities) and decides "no answer" with
+    the threshold chosen on the validation split (:data:`THRESHOLD_FILE`), which evaluating another split first
+    evaluates when it has not been."""
     no_heatmap(heatmap, config.model.name)
     examples = self.load_split(config.data, split)  # before the model: a missing file fails fast
     if limit:
       examples = examples[:limit]
     loaded = load()
-    q_len, c_len = _lengths(config.data)
-    encoded = tasks.encode_questions(examples, loaded.vocabularies.src, max_context_len=c_len,
-                                     max_question_len=q_len, doc_stride=config.data.get("doc_stride"), train=False)
     version = "2.0" if squad.squad_version(examples) == "2.0" else "1.1"
-    predictions = predict_and_score_spans(
-        inference.SpanPredictor(loaded.model, loaded.mesh), loaded.params, encoded, names, version,
-        max_question_len=q_len, max_context_len=c_len, batch_size=config.eval.batch_size)
+    self.check_version(config.data, version)
     tag = step_tag(loaded)
+    threshold = None
+    if version == "2.0":
+      threshold = CHOOSE if split == "validation" else self._validation_threshold(workdir, config, loaded, names,
+                                                                                  tag, limit)
+    predictions, encoded = self._answer(loaded, config, examples, names, version, threshold)
     out_path = fs.join(workdir, f"predictions.{split}.{tag}.json")
     per_question = fs.join(workdir, f"question_scores.{split}.{tag}.json")
+    result: dict[str, Any] = {"step": loaded.step, "steps": list(loaded.steps), "split": split,
+                              "examples": len(examples)}
     if jax.process_index() == 0:
       fs.write_json(out_path, predictions.answers, indent=1)
       fs.write_json(per_question, question_scores(predictions.answers, encoded, version))
-    result: dict[str, Any] = {"step": loaded.step, "steps": list(loaded.steps), "split": split,
-                              "examples": len(examples)}
     result.update(predictions.scores, predictions=str(out_path), question_scores=str(per_question))
+    if predictions.no_answer_probs is not None:
+      probs_path = fs.join(workdir, f"na_probs.{split}.{tag}.json")
+      if jax.process_index() == 0:
+        fs.write_json(probs_path, predictions.no_answer_probs, indent=1)
+      result.update(no_answer_probs=str(probs_path), no_answer_threshold_from="validation")
+      if split == "validation" and jax.process_index() == 0:
+        fs.write_json(fs.join(workdir, THRESHOLD_FILE.format(tag=tag)),
+                      {"threshold": predictions.scores["no_answer_threshold"], "step": loaded.step,
+                       "steps": list(loaded.steps), "split": "validation", "examples": len(examples),
+                       "best_f1_spans": predictions.scores["best_f1_spans"]}, indent=1)
     write_metrics(workdir, split, result)
     return result
+
+  def _answer(self, loaded, config, examples, names, version, threshold):
+    q_len, c_len = _lengths(config.data)
+    encoded = tasks.encode_questions(examples, loaded.vocabularies.src, max_context_len=c_len,
+                                     max_question_len=q_len, doc_stride=config.data.get("doc_stride"), train=False)
+    predictions = predict_and_score_spans(
+        inference.SpanPredictor(loaded.model, loaded.mesh), loaded.params, encoded, names, version,
+        max_question_len=q_len, max_context_len=c_len, batch_size=config.eval.batch_size,
+        no_answer_threshold=threshold)
+    return predictions, encoded
+
+  def _validation_threshold(self, workdir, config, loaded, names, tag, limit) -> float:
+    """The no-answer threshold chosen on the validation split for this checkpoint: read from its file, or chosen
+    now (the validation split evaluated, its files written) when there is none."""
+    path = fs.join(workdir, THRESHOLD_FILE.format(tag=tag))
+    if not fs.exists(path):
+      logging.info("no-answer threshold: none chosen for %s yet; evaluating the validation split first", tag)
+      self.evaluate_checkpoint(workdir, config, "validation", lambda: loaded, names=names, limit=limit, heatmap=None)
+    return float(fs.read_json(path)["threshold"])
+
+  def check_version(self, data_cfg, version: str) -> None:
+    """A task that declares SQuAD 2.0 (``data.squad_version``) refuses data without an unanswerable question."""
+    declared = data_cfg.get("squad_version")
+    if declared == "2.0" and version != "2.0":
+      where = data_cfg.get("path") or data_cfg.get("tfds_name") or dict(data_cfg.get("splits") or {})
+      raise ValueError(f"config.data.squad_version='2.0' but {where} has no unanswerable question: a SQuAD 1.1 file "
+                       "given to a 2.0 task")
 
 
 FAMILY = SpanQA()

@@ -39,6 +39,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                       "(en: Porter stems and WordNet synonyms; de, fr, ...: Snowball stems)")
   parser.add_argument("--squad_version", choices=("1.1", "2.0"), default=None,
                       help="squad: the metric version (default: 2.0 if the dataset has unanswerable questions)")
+  parser.add_argument("--no_answer_probs", default=None,
+                      help="squad v2.0: the no-answer probability file (question id -> p): adds the best-threshold "
+                      "EM / F1 and their thresholds, as the official evaluation")
+  parser.add_argument("--allow_missing", action="store_true",
+                      help="squad: score questions without a prediction as 0 instead of refusing the file")
   args = parser.parse_args(argv)
 
   options: dict[str, Any] = {}
@@ -55,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   elif args.metric == "squad":
     if len(args.ref) != 1:
       parser.error("--metric=squad takes one --ref (the dataset file)")
-    options = {"version": args.squad_version}
+    options = {"version": args.squad_version, "no_answer_probs_path": args.no_answer_probs,
+               "allow_missing": args.allow_missing}
   try:
     result = score_files(args.metric, args.hyp, args.ref[0] if args.metric == "squad" else args.ref, **options)
   except (OSError, ValueError, MetricUnavailableError) as e:

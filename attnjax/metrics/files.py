@@ -37,22 +37,35 @@ def _read_json(path: PathLike, what: str) -> Any:
                      f"{e.msg})") from None
 
 
-def score_squad_files(predictions_path: PathLike, dataset_path: PathLike, *,
-                      version: str | None = None) -> dict[str, float]:
+def score_squad_files(predictions_path: PathLike, dataset_path: PathLike, *, version: str | None = None,
+                      no_answer_probs_path: PathLike | None = None, allow_missing: bool = False) -> dict[str, float]:
   """SQuAD EM / F1 of a predictions file against a dataset file, as the official scripts take them: predictions
   ``{"question id": "answer text", ...}`` (``""`` = no answer), the dataset in the official JSON format (optionally
-  gzipped). ``version`` defaults to "2.0" if the dataset has an ``is_impossible`` question, else "1.1". Every question
-  of the dataset counts; one without a prediction scores 0 (see :func:`squad_scores`)."""
+  gzipped), and for v2.0 optionally the no-answer probability file ``{"question id": p, ...}`` (adds the official
+  best-threshold EM / F1 and their thresholds). ``version`` defaults to "2.0" if the dataset has an ``is_impossible``
+  question, else "1.1". Every question of the dataset counts: a predictions (or probability) file without some of its
+  ids is refused, naming how many and the first, unless ``allow_missing`` (they then score 0)."""
   predictions = _read_json(predictions_path, "the predictions file")
   dataset = _read_json(dataset_path, "the dataset file")
   if not isinstance(predictions, dict) or not all(isinstance(v, str) for v in predictions.values()):
     raise ValueError(f"{os.fspath(predictions_path)}: predictions must be a JSON object question id -> answer text")
   if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
     raise ValueError(f"{os.fspath(dataset_path)}: not a SQuAD dataset (no top-level 'data' list)")
+  questions = [qa for article in dataset["data"] for paragraph in article.get("paragraphs", [])
+               for qa in paragraph.get("qas", [])]
   if version is None:
-    version = "2.0" if any(qa.get("is_impossible", False) for article in dataset["data"]
-                           for paragraph in article.get("paragraphs", []) for qa in paragraph.get("qas", [])) else "1.1"
-  return squad_scores(predictions, dataset, version=version)
+    version = "2.0" if any(qa.get("is_impossible", False) for qa in questions) else "1.1"
+  probs = None
+  if no_answer_probs_path is not None:
+    probs = _read_json(no_answer_probs_path, "the no-answer probability file")
+    if not isinstance(probs, dict) or not all(isinstance(v, (int, float)) for v in probs.values()):
+      raise ValueError(f"{os.fspath(no_answer_probs_path)}: must be a JSON object question id -> probability")
+  for path, given in ((predictions_path, predictions), (no_answer_probs_path, probs)):
+    missing = [qa["id"] for qa in questions if given is not None and qa["id"] not in given]
+    if missing and not allow_missing:
+      raise ValueError(f"{os.fspath(path)}: no entry for {len(missing)} of the dataset's {len(questions)} questions "
+                       f"(first: {missing[0]!r}); every question counts")
+  return squad_scores(predictions, dataset, version=version, no_answer_probs=probs)
 
 
 def score_files(metric: str, hypothesis_path: PathLike, reference_path: PathLike | Sequence[PathLike],

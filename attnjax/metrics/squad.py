@@ -177,4 +177,32 @@ def squad_scores(predictions: Mapping[str, str], dataset_or_answers: Mapping[str
       if group:
         result.update({f"{prefix}_exact": mean(exact, group), f"{prefix}_f1": mean(f1, group),
                        f"{prefix}_total": len(group)})
+  if version == "2.0" and no_answer_probs is not None:
+    raw = squad_question_scores(predictions, dataset_or_answers, version=version)  # the texts, no threshold
+    for name, which in (("exact", 0), ("f1", 1)):
+      best, threshold = best_no_answer_threshold(predictions, {q: v[which] for q, v in raw.items()},
+                                                 no_answer_probs, has_answer)
+      result[f"best_{name}"], result[f"best_{name}_thresh"] = best, threshold
   return result
+
+
+def best_no_answer_threshold(predictions: Mapping[str, str], raw_scores: Mapping[str, float],
+                             no_answer_probs: Mapping[str, float], has_answer: Mapping[str, bool]) -> tuple[float, float]:
+  """The official v2.0 evaluation's best threshold: ``(best score in percent, threshold)`` over thresholds t, where a
+  question whose no-answer probability exceeds t is answered "no answer" (right iff it has no gold answer) and the
+  others keep their text's score (``raw_scores``, in [0, 1]). The candidates are 0 and every question's probability;
+  a tie keeps the smaller threshold. Questions are taken in increasing probability, each moving from "no answer" to
+  its text: a question with an answer gains its raw score, one without loses 1 if its text is not empty."""
+  total = len(raw_scores)
+  if not total:
+    return 0.0, 0.0
+  current = float(sum(1 for qid in raw_scores if not has_answer[qid]))  # every question answered "no answer"
+  best, threshold = current, 0.0
+  for qid in sorted(raw_scores, key=lambda q: no_answer_probs.get(q, 0.0)):
+    if has_answer[qid]:
+      current += raw_scores[qid]
+    elif predictions.get(qid):
+      current -= 1.0
+    if current > best:
+      best, threshold = current, float(no_answer_probs.get(qid, 0.0))
+  return 100.0 * best / total, threshold

@@ -78,9 +78,9 @@ TASK_KINDS = {
     "dates": "translation", "reverse": "translation",
     "cnn_dailymail": "summarization", "cnn_dailymail_subset": "summarization", "xsum": "summarization",
     "squad_v1": "extractive_qa", "squad_v1_dev_by_article": "extractive_qa", "squad_v2": "extractive_qa",
-    "wikipedia_mlm": "mlm", "wikipedia_lm": "lm",
+    "squad_v2_dev_by_article": "extractive_qa", "wikipedia_mlm": "mlm", "wikipedia_lm": "lm",
 }
-LABEL_ORDER = ("Lead-3", "LSTM seq2seq", "LSTM + Bahdanau", "LSTM + Bahdanau + pointer-generator",
+LABEL_ORDER = ("Lead-3", "Always no answer", "LSTM seq2seq", "LSTM + Bahdanau", "LSTM + Bahdanau + pointer-generator",
                "LSTM + Bahdanau + pointer-generator + coverage", "LSTM + Luong (dot)", "LSTM + Luong (general)",
                "LSTM + Luong (concat)", "ConvS2S", "Transformer", "Transformer + copy", "Transformer big",
                "BiLSTM reader",
@@ -159,10 +159,12 @@ def _metrics_file(workdir: epath.Path) -> epath.Path | None:
 def model_label(model: dict) -> str:
   """The table's row label for a config's ``model`` section: "LSTM seq2seq", "LSTM + Bahdanau" (+ "pointer-generator"
   + "coverage"), "LSTM + Luong (general)", "ConvS2S", "Transformer" / "Transformer big" (d_model >= 1024) (+ "copy"),
-  "BiLSTM reader", "Transformer reader", "Lead-3" (:mod:`attnjax.baselines`); the model name otherwise."""
+  "BiLSTM reader", "Transformer reader", "Lead-3" and "Always no answer" (:mod:`attnjax.baselines`); the model name otherwise."""
   name = model.get("name")
   if name == "lead3":
     return "Lead-3"
+  if name == "no_answer":
+    return "Always no answer"
   if name == "transformer":
     label = "Transformer big" if (model.get("d_model") or 0) >= 1024 else "Transformer"
     return label + (" + copy" if model.get("copy") else "")

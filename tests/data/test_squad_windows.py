@@ -9,7 +9,7 @@ import pytest
 
 from attnjax import inference
 from attnjax.data.squad import NO_ANSWER, SquadQuestion, predictions_from_spans
-from attnjax.data.squad_windows import best_across_windows, encode_windows, window_starts
+from attnjax.data.squad_windows import best_across_windows, encode_windows, spans_and_null_margins, window_starts
 from attnjax.runtime import partitioning
 
 
@@ -74,6 +74,12 @@ def test_best_span_over_windows_and_the_no_answer_rule():
   nulls = np.array([5.0, 3.5, 9.0, 9.0, 2.0, 9.0, 9.0, 9.0])
   chosen = best_across_windows(examples, starts, ends, spans, nulls)
   assert [span for _, span in chosen] == [(NO_ANSWER, NO_ANSWER), (3, 3)]
+  # for a threshold chosen elsewhere: the best span still, and the smallest null score minus it (Devlin et al.'s
+  # comparison for SQuAD 2.0, over all windows of the question)
+  margins = spans_and_null_margins(examples, starts, ends, spans, nulls)
+  assert [(e.qid, span) for e, span, _ in margins] == [("a", (6, 6)), ("b", (3, 3))]
+  assert [m for _, _, m in margins] == [min(5.0, 3.5, 9.0, 9.0) - 3.0, min(2.0, 9.0, 9.0, 9.0) - 4.0]
+  assert [m for _, _, m in spans_and_null_margins(examples, starts, ends, spans, never)] == [-np.inf, -np.inf]
 
 
 def test_sharded_prediction_picks_the_window_whose_span_scores_best():

@@ -1,5 +1,7 @@
 """The named tasks of the literature: each one's config validates and asks for metrics its task kind computes."""
 
+import os
+
 import ml_collections
 import pytest
 
@@ -82,3 +84,26 @@ def test_every_task_reporting_meteor_names_its_target_language():
     else:
       assert spec.kind in ("extractive_qa", "mlm", "lm") and "meteor" not in spec.reported, name
   assert {name for name, spec in TASKS.items() if "meteor" in spec.reported} <= set(expected)
+
+
+_SQUAD2_DEV = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data", "squad_v2",
+                           "dev-v2.0.json.gz")
+
+
+@pytest.mark.skipif(not os.path.exists(_SQUAD2_DEV), reason="the SQuAD 2.0 dev file is not on this machine")
+def test_squad2_dev_by_article_splits_as_its_spec_says():
+  """What the task's comment and the study's experiment files state: no article in two splits, the test split at
+  least 1,500 questions from at least 5 articles, and each split's share of unanswerable questions."""
+  config = config_lib.base_config()
+  use_task(config, "squad_v2_dev_by_article")
+  config.data.dir = os.path.dirname(_SQUAD2_DEV)
+  splits = {name: families.load_split(config.data, name) for name in ("train", "validation", "test")}
+  articles = {name: {q.title for q in qs} for name, qs in splits.items()}
+  assert not (articles["train"] & articles["validation"] or articles["train"] & articles["test"]
+              or articles["validation"] & articles["test"])
+  stated = {"train": (24, 8242, 50.0), "validation": (6, 2076, 51.1), "test": (5, 1555, 48.9)}
+  for name, (n_articles, n_questions, unanswerable) in stated.items():
+    qs = splits[name]
+    share = 100 * sum(not q.answer_texts for q in qs) / len(qs)
+    assert (len(articles[name]), len(qs), round(share, 1)) == (n_articles, n_questions, unanswerable), name
+  assert sum(len(qs) for qs in splits.values()) == 11873

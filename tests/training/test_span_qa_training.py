@@ -120,3 +120,56 @@ def test_qa_config_mismatches_are_named_before_anything_is_built(tmp_path):
                      model=dict(name="span_qa", encoder="bilstm", d_model=32, num_layers=1, allow_no_answer=False))
   with pytest.raises(ValueError, match="allow_no_answer is False but the data has unanswerable"):
     Experiment(config, str(tmp_path / "d"))
+
+
+def test_squad2_threshold_is_chosen_on_validation_and_applied_to_test_with_the_official_files(tmp_path):
+  """``attnjax.evaluate --split=test`` on a 2.0 run: the no-answer threshold is the validation split's best-F1 one
+  (chosen first, since none was), applied unchanged; the prediction and no-answer probability files hold every test
+  question, and the official rules scored on those files give the reported numbers."""
+  from attnjax import metrics  # pylint: disable=g-import-not-at-top
+  from attnjax.families import span_qa  # pylint: disable=g-import-not-at-top
+  config = qa_config(tmp_path, steps=10, unanswerable=0.4)
+  test_path = write_squad(os.path.join(tmp_path, "test.json"), synthetic_squad(30, seed=2, unanswerable=0.4))
+  config.data.splits = {"train": "train.json", "validation": "dev.json", "test": "test.json"}
+  with config.data.unlocked():
+    config.data.squad_version = "2.0"
+  workdir = str(tmp_path / "run")
+  train_and_evaluate(config, workdir)
+  result = evaluate_checkpoint(workdir, split="test", checkpoint="latest")
+  tag = f"step{result['step']}"
+  chosen = json.load(open(os.path.join(workdir, span_qa.THRESHOLD_FILE.format(tag=tag)), encoding="utf-8"))
+  validation = json.load(open(os.path.join(workdir, "metrics.validation.json"), encoding="utf-8"))
+  assert chosen["split"] == "validation" and result["no_answer_threshold"] == chosen["threshold"]
+  assert validation["no_answer_threshold"] == validation["best_f1_thresh_spans"] == chosen["threshold"]
+  assert validation["f1"] == pytest.approx(validation["best_f1_spans"])  # the chosen threshold is the best there
+  predictions = json.load(open(result["predictions"], encoding="utf-8"))
+  probs = json.load(open(result["no_answer_probs"], encoding="utf-8"))
+  gold = answers(synthetic_squad(30, seed=2, unanswerable=0.4))
+  assert sorted(predictions) == sorted(probs) == sorted(gold)
+  assert all(predictions[q] == "" for q, p in probs.items() if p > chosen["threshold"])
+  official = metrics.score_files("squad", result["predictions"], test_path, no_answer_probs_path=result["no_answer_probs"])
+  for key in ("exact_match", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "best_exact",
+              "best_exact_thresh", "best_f1", "best_f1_thresh"):
+    assert result[key] == pytest.approx(official[key]), key
+
+
+def test_a_squad_1_1_file_given_to_a_2_0_task_is_one_line(tmp_path):
+  config = qa_config(tmp_path, steps=1)
+  with config.data.unlocked():
+    config.data.squad_version = "2.0"
+  with pytest.raises(ValueError, match="squad_version='2.0' but .* has no unanswerable question: a SQuAD 1.1 file"):
+    train_and_evaluate(config, str(tmp_path / "run"))
+
+
+def test_the_always_no_answer_baseline_scores_the_share_of_unanswerable_questions(tmp_path):
+  from attnjax import baselines  # pylint: disable=g-import-not-at-top
+  config = qa_config(tmp_path, steps=1, unanswerable=0.4)
+  gold = answers(synthetic_squad(40, seed=1, unanswerable=0.4))
+  result, predictions = baselines.score_no_answer(config, "validation")
+  share = 100 * np.mean([not texts for texts in gold.values()])
+  assert predictions == {qid: "" for qid in gold} and result["examples"] == len(gold)
+  assert result["f1"] == pytest.approx(share) and result["exact_match"] == pytest.approx(share)
+  assert result["NoAns_f1"] == 100.0 and result["HasAns_f1"] == 0.0
+  (tmp_path / "v1").mkdir()
+  with pytest.raises(ValueError, match="--baseline=no_answer: the validation split has no unanswerable question"):
+    baselines.score_no_answer(qa_config(tmp_path / "v1", steps=1), "validation")
