@@ -59,7 +59,8 @@ KIND_TITLES = {"translation": "Translation", "summarization": "Summarization", "
                "mlm": "Masked-LM pre-training", "lm": "Language modelling"}
 KIND_METRICS = {"translation": ("bleu", "meteor", "ter", "chrf"),
                 "summarization": ("rouge1", "rouge2", "rougeL", "rougeLsum"),
-                "extractive_qa": ("exact_match", "f1"),
+                # SQuAD 2.0 adds which half carries the score, the official best F1 and the threshold applied
+                "extractive_qa": ("exact_match", "f1", "HasAns_f1", "NoAns_f1", "best_f1", "no_answer_threshold"),
                 "mlm": ("mlm_accuracy", "mlm_loss"),
                 "lm": ("bits_per_byte", "lm_loss")}
 HEADLINE = {"translation": "bleu", "summarization": "rougeL", "extractive_qa": "f1", "mlm": "mlm_accuracy",
@@ -69,7 +70,8 @@ TASK_HEADLINE = {"dates": "exact_match", "reverse": "exact_match"}
 METRIC_TITLES = {"bleu": "BLEU", "meteor": "METEOR", "ter": "TER", "chrf": "chrF", "rouge1": "ROUGE-1",
                  "rouge2": "ROUGE-2", "rougeL": "ROUGE-L", "rougeLsum": "ROUGE-Lsum", "exact_match": "EM", "f1": "F1",
                  "mlm_accuracy": "MLM accuracy", "mlm_loss": "MLM loss", "bits_per_byte": "bits/byte",
-                 "lm_loss": "loss/token"}
+                 "lm_loss": "loss/token", "HasAns_f1": "HasAns F1", "NoAns_f1": "NoAns F1", "best_f1": "best F1",
+                 "no_answer_threshold": "no-answer threshold"}
 # Registered tasks (attnjax.data.tasks.TASKS) and the synthetic ones, in the tables' column order; the synthetic
 # seq2seq tasks are scored like translation.
 TASK_KINDS = {
