@@ -167,7 +167,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("training", ("attnjax.training",)),
     ("report and planning", ("attnjax.report", "attnjax.compile", "attnjax.baselines")),
     ("analysis", ("attnjax.analysis", "attnjax.quickstart")),
-    ("commands", ("attnjax.train", "attnjax.evaluate", "attnjax.translate", "attnjax.generate", "attnjax.sts")),
+    ("commands", ("attnjax.train", "attnjax.evaluate", "attnjax.translate", "attnjax.generate", "attnjax.sts",
+                  "attnjax.export")),
 )
 
 

@@ -219,6 +219,8 @@ class Transformer(nn.Module):
       ``"blockwise"`` on CPU; see :mod:`attnjax.kernels.fused`), or one of them by name.
     copy: copy attention over the source (see the module docstring; needs one shared vocabulary); ``decode`` then
       returns log-probabilities of the mixed distribution where it returned logits.
+    layer_norm_epsilon: every LayerNorm's ε (1e-6; 1e-5 is torch's, which Hugging Face's Marian and Pegasus fix, so
+      a model trained with it exports to them exactly: :mod:`attnjax.transfer.seq2seq`).
     dtype, param_dtype: computation and parameter dtypes (e.g. bfloat16 compute, float32 params).
   """
   src_vocab_size: int
@@ -243,6 +245,7 @@ class Transformer(nn.Module):
   local_window: int = 64
   dropout_bits: str = "hash"
   copy: bool = False
+  layer_norm_epsilon: float = 1e-6
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
 
@@ -273,6 +276,8 @@ class Transformer(nn.Module):
     if self.copy and self.src_vocab_size != self.tgt_vocab_size:
       raise ValueError(f"copy=True copies source ids as target ids: it needs one shared vocabulary, got "
                        f"src_vocab_size={self.src_vocab_size} != tgt_vocab_size={self.tgt_vocab_size}")
+    if not self.layer_norm_epsilon > 0:
+      raise ValueError(f"layer_norm_epsilon must be positive, got {self.layer_norm_epsilon!r}")
     if self.copy and self.attention_type != "full":
       raise ValueError(f"copy=True reads the cross-attention weights, which attention_type={self.attention_type!r} "
                        f"does not give")
@@ -286,7 +291,8 @@ class Transformer(nn.Module):
     relative = {"relative": "shaw", "t5": "t5"}.get(self.positional)
     cfg = LayerConfig(self.d_model, self.num_heads, self.d_ff, self.dropout_rate, self.attention_dropout_rate,
                       self.relu_dropout_rate, self.pre_norm, relative, self.max_relative_distance, self.implementation,
-                      self.dtype, self.param_dtype, self.attention_type, self.local_window, self.dropout_bits)
+                      self.dtype, self.param_dtype, self.attention_type, self.local_window, self.dropout_bits,
+                      layer_norm_epsilon=self.layer_norm_epsilon)
     embed = lambda vocab, name: TokenEmbedding(vocab, self.d_model, dtype=self.dtype, param_dtype=self.param_dtype,
                                                name=name)
     self.tgt_embed = embed(self.tgt_vocab_size, "tgt_embed")
@@ -295,8 +301,8 @@ class Transformer(nn.Module):
     self.encoder_layers = [EncoderLayer(cfg, name=f"encoder_{i}") for i in range(self.num_encoder_layers)]
     self.decoder_layers = [DecoderLayer(cfg, name=f"decoder_{i}") for i in range(self.num_decoder_layers)]
     if self.pre_norm:
-      self.encoder_norm = _layer_norm(self.dtype, self.param_dtype)
-      self.decoder_norm = _layer_norm(self.dtype, self.param_dtype)
+      self.encoder_norm = _layer_norm(self.dtype, self.param_dtype, self.layer_norm_epsilon)
+      self.decoder_norm = _layer_norm(self.dtype, self.param_dtype, self.layer_norm_epsilon)
     if not self.tie_decoder_embeddings:
       self.logits_dense = _dense(self.tgt_vocab_size, ("embed", "vocab"), jnp.float32, self.param_dtype)
     self.input_dropout = Dropout(self.dropout_rate, self.dropout_bits)

@@ -1,0 +1,99 @@
+"""Export a trained workdir as a Hugging Face checkpoint directory that ``transformers`` loads and runs as attnjax
+does.
+
+    python -m attnjax.export --workdir=RUN --out=DIR [--checkpoint=best|latest|STEP]
+
+What it writes, by the run's model:
+
+* ``transformer`` (encoder-decoder): ``MarianMTModel`` when post-norm, ``PegasusForConditionalGeneration`` when
+  pre-norm (:mod:`attnjax.transfer.seq2seq`), for ``AutoModelForSeq2SeqLM``;
+* ``decoder_lm``: ``GPT2LMHeadModel`` (:mod:`attnjax.transfer.lm`), for ``AutoModelForCausalLM``;
+* ``span_qa`` / ``bert_mlm`` with a BERT encoder: the encoder as ``BertModel`` (:mod:`attnjax.transfer.bert`).
+
+Beside ``config.json`` and ``model.safetensors``: ``generation_config.json`` (the run's beam size; PAD, BOS and the
+padding ids past the vocabulary never generated) and the run's vocabulary as ``tokenizer.json`` +
+``tokenizer_config.json`` for ``AutoTokenizer`` (:mod:`attnjax.transfer.hf_tokenizer`; a BERT run's WordPiece
+files). A run whose source and target vocabularies differ gets the target's in ``DIR/target_tokenizer``.
+
+attnjax's beam search scores a hypothesis by log P / ((5 + |y|) / 6)^α (Wu et al. 2016); ``transformers`` divides
+by |y|^length_penalty. The two agree only at α = 0, so ``generation_config.json`` asks for raw log-probability
+(``length_penalty`` 0) and the export says so when the run's α is not 0: compare with
+``python -m attnjax.evaluate --eval alpha=0``. A model that no architecture represents exactly is refused with one
+line naming the option (for example learned positions or copy attention in the encoder-decoder).
+
+``attnjax.transfer.seq2seq.import_transformer`` and ``attnjax.transfer.lm.import_lm`` read the files back, parameter
+for parameter, bit for bit.
+"""
+
+from __future__ import annotations
+
+from absl import app, flags, logging
+
+from attnjax import fs
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "the training workdir to export", required=True)
+_OUT = flags.DEFINE_string("out", None, "the Hugging Face checkpoint directory to write", required=True)
+_CHECKPOINT = flags.DEFINE_string("checkpoint", "best", "'best', 'latest' or a step number")
+
+
+def export_workdir(workdir: str, out: str, *, checkpoint: str = "best") -> dict:
+  """Exports ``workdir``'s ``checkpoint`` into ``out``; returns a summary (architecture, step, files, warnings)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from attnjax.trained import load_workdir  # pylint: disable=g-import-not-at-top
+  from attnjax.transfer import hf_tokenizer, lm, seq2seq  # pylint: disable=g-import-not-at-top
+  from attnjax.transfer.bert import export_bert  # pylint: disable=g-import-not-at-top
+  loaded = load_workdir(workdir, checkpoint=checkpoint)
+  params = jax.tree_util.tree_map(np.asarray, loaded.params)
+  name, model, vocabularies = loaded.config.model.name, loaded.model, loaded.vocabularies
+  warnings = []
+  if name == "transformer":
+    seq2seq.check_exportable(model)
+    beam = loaded.config.eval.beam_size if loaded.config.eval.decode == "beam" else None
+    config = seq2seq.export_transformer(model, params, out, vocab_size=vocabularies.tgt.size, beam_size=beam)
+    mismatch = seq2seq.layer_norm_mismatch(model)
+    if mismatch:
+      warnings.append(mismatch)
+    if beam and loaded.config.eval.alpha:
+      warnings.append(f"eval.alpha={loaded.config.eval.alpha:g} (attnjax's length penalty) has no transformers "
+                      "equivalent: generation_config.json scores beams by raw log-probability (α = 0)")
+    hf_tokenizer.write_tokenizer(vocabularies.src, out, model_max_length=model.max_length)
+    if vocabularies.tgt != vocabularies.src:
+      hf_tokenizer.write_tokenizer(vocabularies.tgt, fs.join(out, "target_tokenizer"),
+                                   model_max_length=model.max_length)
+  elif name == "decoder_lm":
+    config = lm.export_lm(model, params, out, vocab_size=vocabularies.src.size)
+    hf_tokenizer.write_tokenizer(vocabularies.src, out, model_max_length=model.max_length)
+  elif name in ("span_qa", "bert_mlm") and "bert" in params:
+    from attnjax.data.wordpiece import WORDPIECE_FILE  # pylint: disable=g-import-not-at-top
+    from attnjax.models.bert import BertEncoder  # pylint: disable=g-import-not-at-top
+    encoder = BertEncoder(model.vocab_size, model.d_model, model.num_layers, model.num_heads, model.d_ff,
+                          model.max_length, getattr(model, "type_vocab_size", 2), model.layer_norm_epsilon,
+                          getattr(model, "activation", "gelu"), use_pooler="pooler" in params["bert"])
+    export_bert(encoder, params["bert"], out)
+    vocab = fs.join(workdir, WORDPIECE_FILE)
+    if fs.exists(vocab):
+      fs.write_bytes(fs.join(out, "vocab.txt"), fs.read_bytes(vocab))
+    config = {"architectures": ["BertModel"]}
+  else:
+    raise ValueError(f"{workdir}: model {name!r} has no Hugging Face export (transformer, decoder_lm, and the BERT "
+                     "encoder of span_qa / bert_mlm do)")
+  for warning in warnings:
+    logging.warning("export: %s", warning)
+  return {"architecture": config["architectures"][0], "step": loaded.step, "out": str(out),
+          "files": sorted(p.name for p in fs.path(out).iterdir()), "warnings": warnings}
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  import json  # pylint: disable=g-import-not-at-top
+  try:
+    summary = export_workdir(_WORKDIR.value, _OUT.value, checkpoint=_CHECKPOINT.value)
+  except ValueError as e:
+    raise SystemExit(f"error: {e}") from None
+  print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+  app.run(main)

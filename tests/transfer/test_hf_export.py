@@ -1,0 +1,240 @@
+"""Export to Hugging Face, checked against the ``transformers`` library's own numbers.
+
+``hf_export_reference/`` (written by ``tools/hf_export_reference.py``) holds three tiny attnjax models exported to
+Marian (post-norm, LayerNorm ε 1e-5), Pegasus (pre-norm, ε 1e-6) and GPT-2, with the token ids, logits, greedy and
+beam outputs that ``transformers`` computed from those files. Here the files are imported back into attnjax and run:
+the same ids from the tokenizer, the same logits, the same generated tokens; and exported again, the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from attnjax import decoding, generation
+from attnjax.data.tokenizer import SentencePieceVocab
+from attnjax.data.vocab import CharVocab
+from attnjax.models.lm import DecoderLM
+from attnjax.models.transformer import Transformer
+from attnjax.tokens import EOS_ID
+from attnjax.transfer import hf_tokenizer, lm, seq2seq
+from attnjax.transfer.bert import CheckpointError
+from attnjax.transfer.seq2seq import ExportError
+
+REF = os.path.join(os.path.dirname(__file__), "hf_export_reference")
+SEQ2SEQ = ("marian", "pegasus")
+
+
+def _reference(name):
+  with open(os.path.join(REF, name, "reference.json"), encoding="utf-8") as f:
+    info = json.load(f)
+  return info, dict(np.load(os.path.join(REF, name, "reference.npz")))
+
+
+def _import(name):
+  return (lm.import_lm if name == "gpt2" else seq2seq.import_transformer)(os.path.join(REF, name),
+                                                                          implementation="xla")
+
+
+def _vocab(name, info):
+  if name == "gpt2":
+    return SentencePieceVocab.load(os.path.join(REF, name, "vocab.spm.model"))
+  return CharVocab.build(info["texts"])
+
+
+@pytest.mark.parametrize("name", SEQ2SEQ + ("gpt2",))
+def test_the_tokenizer_gives_the_vocabularys_ids_and_is_written_again_byte_for_byte(name):
+  info, ref = _reference(name)
+  vocab = _vocab(name, info)
+  for row, text in enumerate(info["texts"]):
+    ids = vocab.encode(text)
+    np.testing.assert_array_equal(ref["input_ids"][row, :len(ids)], ids, err_msg=text)
+    assert not ref["attention_mask"][row, len(ids):].any()
+  with open(os.path.join(REF, name, hf_tokenizer.TOKENIZER_FILE), encoding="utf-8") as f:
+    assert hf_tokenizer.hf_tokenizer(vocab).to_str(pretty=True) + "\n" == f.read()
+  decoded = info["decoded"]["greedy"]
+  for row, text in enumerate(decoded):  # transformers' decoding of its ids is the vocabulary's
+    assert vocab.decode(ref["greedy"][row]) == text
+
+
+@pytest.mark.parametrize("name", SEQ2SEQ)
+def test_an_exported_encoder_decoder_computes_the_librarys_logits(name):
+  """Against the library's float64 logits of the same files: Marian's model (trained with the library's LayerNorm
+  epsilon, 1e-5) is at least as close to them as the library's own float32 run; Pegasus's (attnjax's 1e-6) moves by
+  the epsilon as well, within a few times that."""
+  _, ref = _reference(name)
+  module, params = _import(name)
+  src = jnp.asarray(ref["input_ids"])
+  logits = np.asarray(module.apply({"params": params}, src, jnp.asarray(ref["decoder_input_ids"]), src != 0))
+  float32_noise = np.abs(ref["logits"] - ref["logits64"]).max()
+  assert 0 < float32_noise < 1e-3
+  err = np.abs(logits - ref["logits64"]).max()
+  exact = module.layer_norm_epsilon == seq2seq.HF_LAYER_NORM_EPSILON
+  assert err <= (1.0 if exact else 4.0) * float32_noise, (err, float32_noise)
+  assert np.abs(logits - ref["logits"]).max() < 1e-5 * np.abs(ref["logits"]).max() * (3 if exact else 30)
+
+
+def _until_eos(tokens, length):
+  """``[B, length]``: each row up to and with its first EOS, PAD after (the library pads beams with EOS)."""
+  tokens = np.asarray(tokens)[:, :length]
+  out = np.zeros((tokens.shape[0], length), np.int64)
+  for row, t in enumerate(tokens):
+    end = list(t).index(EOS_ID) + 1 if EOS_ID in t else len(t)
+    out[row, :end] = t[:end]
+  return out
+
+
+@pytest.mark.parametrize("name", SEQ2SEQ)
+def test_greedy_and_beam_search_give_the_librarys_tokens(name):
+  """Greedy: every row, those the length limit stops included (attnjax ends a row at its limit with EOS, the library
+  without: one more step here, and the comparison stops at the library's limit). Beam search by raw log-probability
+  (α = 0, length_penalty 0): the rows whose best hypothesis ended with EOS, where the two searches' rules coincide."""
+  info, ref = _reference(name)
+  module, params = _import(name)
+  src = jnp.asarray(ref["input_ids"])
+  new = info["max_new_tokens"]
+  kwargs = dict(max_len_a=0.0, max_len_b=new + 1, vocab_size=module.tgt_vocab_size)
+  greedy = decoding.greedy_search(module, {"params": params}, src, **kwargs).tokens
+  np.testing.assert_array_equal(_until_eos(greedy, new), _until_eos(ref["greedy"], new))
+  beam = decoding.beam_search(module, {"params": params}, src, beam_size=4, alpha=0.0, **kwargs).tokens[:, 0]
+  theirs = _until_eos(ref["beam"], new)
+  finished = [row for row, t in enumerate(theirs) if EOS_ID in t]
+  assert len(finished) >= 4
+  np.testing.assert_array_equal(_until_eos(beam, new)[finished], theirs[finished])
+  assert not np.array_equal(_until_eos(ref["greedy"], new), theirs)  # the beams found what greedy did not
+
+
+def test_an_exported_lm_computes_the_librarys_logits_and_greedy_continuations():
+  info, ref = _reference("gpt2")
+  module, params = _import("gpt2")
+  mask = ref["attention_mask"].astype(bool)
+  logits = np.asarray(module.apply({"params": params}, jnp.asarray(ref["input_ids"])))
+  float32_noise = np.abs(ref["logits"] - ref["logits64"])[mask].max()
+  assert np.abs(logits - ref["logits64"])[mask].max() <= 1.5 * float32_noise  # GPT-2's epsilon is configurable: exact
+  assert np.abs(logits - ref["logits"])[mask].max() < 1e-5
+  tokens = generation.generate(module, params, jnp.asarray(ref["prompt"]), jax.random.PRNGKey(0),
+                               max_new_tokens=info["max_new_tokens"], temperature=0.0)
+  np.testing.assert_array_equal(np.asarray(tokens), ref["greedy"])
+
+
+@pytest.mark.parametrize("name", SEQ2SEQ + ("gpt2",))
+def test_files_to_attnjax_to_files_is_bit_exact(name):
+  module, params = _import(name)
+  exporter = lm if name == "gpt2" else seq2seq
+  tensors = exporter.tensors_from_params(module, params)
+  committed = load_file(os.path.join(REF, name, "model.safetensors"))
+  assert sorted(tensors) == sorted(committed)
+  for key, value in committed.items():
+    assert tensors[key].dtype == value.dtype and np.array_equal(tensors[key], value), key
+  with open(os.path.join(REF, name, "config.json"), encoding="utf-8") as f:
+    assert exporter.config_from_module(module) == json.load(f)
+  again = exporter.params_from_tensors(module, tensors)
+  for a, b in zip(jax.tree_util.tree_leaves(params), jax.tree_util.tree_leaves(again)):
+    assert np.array_equal(a, b)
+
+
+def test_a_hand_made_break_is_seen_by_the_logits_comparison():
+  """A transposed query projection, and target positions off by one (an architecture's offset), each move the
+  logits far past the tolerance: the comparison above can fail."""
+  _, ref = _reference("marian")
+  module, params = _import("marian")
+  src, tgt = jnp.asarray(ref["input_ids"]), jnp.asarray(ref["decoder_input_ids"])
+  broken = jax.tree_util.tree_map(lambda x: x, params)
+  kernel = broken["encoder_0"]["self_attention"]["query"]["kernel"]
+  broken["encoder_0"]["self_attention"]["query"]["kernel"] = kernel.reshape(kernel.shape[0], -1).T.reshape(kernel.shape)
+  logits = module.apply({"params": broken}, src, tgt, src != 0)
+  assert np.abs(np.asarray(logits) - ref["logits"]).max() > 1e-2
+  shifted = module.apply({"params": params}, src, tgt, src != 0, tgt_positions=jnp.arange(1, tgt.shape[1] + 1))
+  assert np.abs(np.asarray(shifted) - ref["logits"]).max() > 1e-2
+
+
+def _tiny(**fields):
+  return Transformer(**{**dict(src_vocab_size=12, tgt_vocab_size=12, num_encoder_layers=1, num_decoder_layers=1,
+                               d_model=8, num_heads=2, d_ff=16, shared_vocab=True), **fields})
+
+
+@pytest.mark.parametrize("fields, option", [
+    (dict(positional="learned"), "positional='learned'"),
+    (dict(positional="relative"), "positional='relative'"),
+    (dict(attention_type="local"), "attention_type='local'"),
+    (dict(copy=True), "copy=True"),
+    (dict(pre_norm=True, share_source_embeddings=False), "share_source_embeddings=False"),
+])
+def test_what_no_architecture_represents_is_refused_naming_the_option(fields, option):
+  with pytest.raises(ExportError, match=option.replace("(", r"\(")):
+    seq2seq.config_from_module(_tiny(**fields))
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "relative", "t5"])
+def test_an_lm_without_learned_positions_is_refused(positional):
+  with pytest.raises(ExportError, match=f"positional={positional!r}"):
+    lm.config_from_module(DecoderLM(vocab_size=10, num_layers=1, d_model=8, num_heads=2, d_ff=16,
+                                    positional=positional))
+
+
+def _copy(tmp_path, name):
+  out = tmp_path / name
+  out.mkdir()
+  for file in ("config.json", "model.safetensors"):
+    (out / file).write_bytes(open(os.path.join(REF, name, file), "rb").read())
+  return out
+
+
+@pytest.mark.parametrize("name", ("marian", "gpt2"))
+def test_each_kind_of_bad_checkpoint_fails_naming_the_file_and_the_tensor(tmp_path, name):
+  load = lm.import_lm if name == "gpt2" else seq2seq.import_transformer
+  tensor = "model.encoder.layers.1.fc2.weight" if name == "marian" else "transformer.h.1.mlp.c_fc.weight"
+  out = _copy(tmp_path, name)
+  weights = out / "model.safetensors"
+  good = load_file(weights)
+
+  def write(tensors):
+    save_file(tensors, weights)
+
+  write({k: v for k, v in good.items() if k != tensor})
+  with pytest.raises(CheckpointError, match=f"model.safetensors: tensor {tensor} is missing"):
+    load(out)
+  write({**good, tensor: good[tensor][:, :-1].copy()})
+  with pytest.raises(CheckpointError, match=f"tensor {tensor} has shape"):
+    load(out)
+  write({**good, tensor: good[tensor].astype(np.float16)})
+  with pytest.raises(CheckpointError, match=f"tensor {tensor} is float16"):
+    load(out)
+  weights.write_bytes(b"not safetensors")
+  with pytest.raises(CheckpointError, match="model.safetensors: not a safetensors file"):
+    load(out)
+  (out / "config.json").write_text("{")
+  with pytest.raises(CheckpointError, match="config.json: not JSON"):
+    load(out)
+  (out / "config.json").write_text(json.dumps({"model_type": "bart"}))
+  with pytest.raises(CheckpointError, match="config.json: not an attnjax"):
+    load(out)
+
+
+def test_a_shared_embeddings_copies_must_agree(tmp_path):
+  out = _copy(tmp_path, "pegasus")
+  tensors = load_file(out / "model.safetensors")
+  tensors["model.decoder.embed_tokens.weight"] = tensors["model.decoder.embed_tokens.weight"] + 1
+  save_file(tensors, out / "model.safetensors")
+  with pytest.raises(CheckpointError, match="model.decoder.embed_tokens.weight differs from model.shared.weight"):
+    seq2seq.import_transformer(out)
+
+
+def test_the_hidden_order_puts_the_sines_first_as_the_librarys_sinusoid_does():
+  """Our interleaved sinusoid, permuted by hidden_order, is Marian's table (sines, then cosines), as its formula
+  gives it: a NumPy transcription of MarianSinusoidalPositionalEmbedding."""
+  from attnjax.kernels import sinusoidal_positions
+  for d in (8, 9, 16):
+    pos = np.arange(20)[:, None]
+    angle = pos / np.power(10000, 2 * (np.arange(d) // 2) / d)
+    half = d // 2 + d % 2
+    theirs = np.concatenate([np.sin(angle[:, 0::2]), np.cos(angle[:, 1::2])], axis=1)[:, :d]
+    assert theirs.shape[1] == d and half == len(range(0, d, 2))
+    ours = np.asarray(sinusoidal_positions(20, d))
+    np.testing.assert_allclose(ours[:, seq2seq.hidden_order(d)], theirs, atol=2e-5)
