@@ -36,6 +36,19 @@ _OUT = flags.DEFINE_string("out", None, "the Hugging Face checkpoint directory t
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "best", "'best', 'latest' or a step number")
 
 
+def _check_transformer(model):
+  from attnjax.transfer import seq2seq  # pylint: disable=g-import-not-at-top
+  seq2seq.check_exportable(model)
+
+
+def _check_lm(model):
+  from attnjax.transfer import lm  # pylint: disable=g-import-not-at-top
+  lm.check_exportable(model)
+
+
+_CHECKS = {"transformer": _check_transformer, "decoder_lm": _check_lm}
+
+
 def export_workdir(workdir: str, out: str, *, checkpoint: str = "best") -> dict:
   """Exports ``workdir``'s ``checkpoint`` into ``out``; returns a summary (architecture, step, files, warnings)."""
   import jax  # pylint: disable=g-import-not-at-top
@@ -43,7 +56,12 @@ def export_workdir(workdir: str, out: str, *, checkpoint: str = "best") -> dict:
   from attnjax.trained import load_workdir  # pylint: disable=g-import-not-at-top
   from attnjax.transfer import hf_tokenizer, lm, seq2seq  # pylint: disable=g-import-not-at-top
   from attnjax.transfer.bert import export_bert  # pylint: disable=g-import-not-at-top
-  loaded = load_workdir(workdir, checkpoint=checkpoint)
+  from attnjax import config as config_lib, families  # pylint: disable=g-import-not-at-top
+  from attnjax.inference import build_model_for  # pylint: disable=g-import-not-at-top
+  config = config_lib.load_config(workdir)
+  if config.model.name in _CHECKS:  # refused before any parameter is read
+    _CHECKS[config.model.name](build_model_for(config, families.load_vocabularies(config.data, workdir)))
+  loaded = load_workdir(workdir, checkpoint=checkpoint, config=config)
   params = jax.tree_util.tree_map(np.asarray, loaded.params)
   name, model, vocabularies = loaded.config.model.name, loaded.model, loaded.vocabularies
   warnings = []

@@ -53,6 +53,7 @@ RNN_TESTS = ("tests/models/test_rnn_equations.py", "tests/models/test_rnn_seq2se
 DECODING_CONSTRAINTS = "tests/test_decoding_constraints.py"
 COPY_EQ = "tests/models/test_copy_coverage_equations.py"
 BERT_NUMPY = "tests/transfer/test_bert.py::test_an_imported_tiny_bert_equals_a_numpy_transcription_of_berts_forward_pass"
+HF_EXPORT = "tests/transfer/test_hf_export.py"
 MEAN_POOL = "tests/transfer/test_bert.py::test_mean_pooling_averages_the_real_tokens_and_normalises"
 MLM_MASKING = "tests/data/test_mlm.py::test_masking_chooses_15_percent_of_the_real_tokens_and_replaces_them_80_10_10"
 MLM_HEAD = "tests/training/test_mlm_training.py::test_the_mlm_head_is_tied_to_the_input_embeddings_and_equals_its_formula"
@@ -270,6 +271,21 @@ MUTANTS = (
            "+ self.token_type_embeddings(jnp.zeros_like(token_type_ids)))",
            (BERT_NUMPY,),
            "BERT: segment (token type) embeddings added to the input"),
+    Mutant("hf-sinusoid-layout", "attnjax/transfer/seq2seq.py",
+           "return np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)])",
+           "return np.arange(d)",
+           (HF_EXPORT,),
+           "Marian / Pegasus export: their sinusoid is every sine, then every cosine (ours interleaves)"),
+    Mutant("hf-projection-transpose", "attnjax/transfer/seq2seq.py",
+           "return value.T[inverse].reshape(value.shape[1], n, value.shape[0] // n)",
+           "return value[inverse].reshape(value.shape[1], n, value.shape[0] // n)",
+           (HF_EXPORT,),
+           "Marian / Pegasus import: a torch Linear is [out, in], Flax's kernel [in, heads, head_dim]"),
+    Mutant("gpt2-qkv-order", "attnjax/transfer/lm.py",
+           'for j, name in enumerate(("query", "key", "value"))}',
+           'for j, name in enumerate(("key", "query", "value"))}',
+           (HF_EXPORT,),
+           "GPT-2 import: c_attn holds the query, key and value projections in that order"),
     Mutant("mean-pool-over-real-tokens", "attnjax/models/bert.py",
            "summed = jnp.sum(hidden * mask, axis=1)",
            "summed = jnp.sum(hidden, axis=1)",

@@ -238,3 +238,62 @@ def test_the_hidden_order_puts_the_sines_first_as_the_librarys_sinusoid_does():
     assert theirs.shape[1] == d and half == len(range(0, d, 2))
     ours = np.asarray(sinusoidal_positions(20, d))
     np.testing.assert_allclose(ours[:, seq2seq.hidden_order(d)], theirs, atol=2e-5)
+
+
+# --------------------------------------------------------------------------------------------- trained workdirs
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  """A tiny Transformer on the dates task and a tiny LM on its fixture text, each trained a few steps."""
+  from attnjax.training.loop import train_and_evaluate
+  from tests import lm_fixture
+  from tests.training.run_steps import tiny_config
+  root = tmp_path_factory.mktemp("runs")
+  config = tiny_config((1, 1, 1))
+  config.data.bucket_boundaries = None
+  config.train.steps = config.train.eval_every = config.train.checkpoint_every = config.train.log_every = 5
+  config.eval.decode, config.eval.num_decode_examples = "greedy", 8
+  train_and_evaluate(config, str(root / "transformer"))
+  config = lm_fixture.tiny_lm_config(root / "data")
+  config.train.steps = config.train.eval_every = config.train.checkpoint_every = config.train.log_every = 5
+  train_and_evaluate(config, str(root / "lm"))
+  return root
+
+
+@pytest.mark.parametrize("run", ["transformer", "lm"])
+def test_a_trained_workdir_exports_with_its_vocabulary_and_comes_back_bit_for_bit(trained, tmp_path, run):
+  from tokenizers import Tokenizer
+  from attnjax.export import export_workdir
+  from attnjax.trained import load_workdir
+  summary = export_workdir(str(trained / run), str(tmp_path))
+  assert summary["architecture"] == {"transformer": "MarianMTModel", "lm": "GPT2LMHeadModel"}[run]
+  assert {"config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
+          "tokenizer_config.json"} <= set(summary["files"])
+  loaded = load_workdir(str(trained / run))
+  module, params = (seq2seq.import_transformer if run == "transformer" else lm.import_lm)(tmp_path)
+  ours = jax.tree_util.tree_flatten_with_path(jax.tree_util.tree_map(np.asarray, loaded.params))[0]
+  back = dict(jax.tree_util.tree_flatten_with_path(params)[0])
+  assert len(ours) == len(back)
+  for path, value in ours:
+    assert np.array_equal(back[path], value), jax.tree_util.keystr(path)
+  tokenizer = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+  tokenizer.encode_special_tokens = True
+  vocab = loaded.vocabularies.src
+  for text in ("2019-03-07", "March 7, 2019", "the cat sat", " Männer, <s> ⁇"):
+    assert tokenizer.encode(text).ids == vocab.encode(text), text
+  generation = json.loads((tmp_path / "generation_config.json").read_text())
+  assert generation["suppress_tokens"][:2] == [0, 1] and generation.get("num_beams") == 1
+
+
+def test_export_refuses_a_model_it_cannot_represent_in_one_line(trained, tmp_path):
+  from attnjax import config as config_lib
+  from attnjax.export import export_workdir
+  import shutil
+  run = tmp_path / "run"
+  shutil.copytree(trained / "transformer", run)
+  config = config_lib.load_config(str(run))
+  config.model.positional = "learned"
+  (run / "config.json").write_text(config.to_json(indent=1))
+  with pytest.raises(ExportError, match="positional='learned'"):
+    export_workdir(str(run), str(tmp_path / "out"))
