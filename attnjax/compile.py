@@ -9,8 +9,11 @@ batch), on the target's devices, and compiles both on this machine:
 
 * TPU targets: the slice's topology from ``jax.experimental.topologies`` (needs libtpu: ``pip install -e
   '.[tpu]'``), so the program is exactly the one the TPU VM would run, sharded over its chips.
-* GPU targets: the same program compiled for as many simulated host devices as the target has, which checks the
-  sharding; memory is XLA's estimate for that program.
+* GPU targets: with JAX's CUDA plugin installed (``pip install -e '.[cuda]'``), the GPU program itself, compiled
+  without a GPU from XLA's description of the chip (:data:`attnjax.targets.GPU_TARGET_CONFIGS`), fusions, cuBLAS
+  and cuDNN calls as the GPU would run them (:func:`kernel_census` counts them); without it, the same program
+  compiled for as many simulated host devices as the target has, which checks the sharding; memory is XLA's
+  estimate for that program.
 
 It prints XLA's numbers: per-device memory (arguments, outputs, temporaries, total) against the chip's HBM, FLOPs and
 bytes accessed per step, and from them an **estimate** of the step time (a roofline: the larger of FLOPs / peak and
@@ -24,6 +27,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import sys
 
 from absl import app, flags
@@ -83,10 +87,87 @@ class Report:
   device_hours: float | None
   fits: bool
   batch: str
+  kernels: dict | None = None  # kernel_census of the compiled train step
+
+
+def _cuda_plugin() -> bool:
+  """Whether JAX's CUDA plugin is installed (``.[cuda]``): then GPU targets compile for the GPU itself."""
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  try:
+    return any(importlib.util.find_spec(f"jax_plugins.xla_cuda{v}") is not None for v in (13, 12))
+  except ModuleNotFoundError:  # no jax_plugins package at all
+    return False
+
+
+# Instructions of a scheduled HLO module that launch nothing: they name, reshape without moving, or control.
+_NO_KERNEL = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "while", "conditional", "call",
+              "opt-barrier", "after-all", "partition-id", "replica-id", "add-dependency", "domain"}
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+ = .*?\s([a-z][a-z0-9\-]*)\((.*)$")
+_CALLED = re.compile(r"(?:body|condition|to_apply|calls|true_computation|false_computation|branch_computations)="
+                     r"\{?%?([\w.\-]+(?:, %[\w.\-]+)*)")
+
+
+def kernel_census(hlo: str) -> dict:
+  """What one call of a compiled program launches, from its optimised HLO text (``compiled.as_text()``).
+
+  Every instruction of the entry computation, and of the computations its control flow runs (while bodies and
+  conditions, conditional branches), that is not bookkeeping (:data:`_NO_KERNEL`) is one kernel: a fusion, a library
+  call (``custom-call``: cuBLAS, cuDNN, a Pallas kernel), or an op left unfused (a copy, a transpose). Fused
+  computations are not descended into. Each kernel is attributed by its ``op_name`` metadata (JAX's trace path):
+  ``backward`` under a ``transpose(``, ``forward`` under a ``jvp(`` alone, ``random`` where its name holds
+  ``random_bits`` / ``threefry`` / ``rng``, the rest (the optimiser's update, the loss's bookkeeping) ``update``.
+  A while body counts once: the returned ``loops`` says how many there are.
+  """
+  blocks, name, entry = {}, None, None
+  for line in hlo.splitlines():
+    header = re.match(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$", line)
+    if header and not line.startswith(" "):
+      name = header.group(2)
+      blocks[name] = []
+      if header.group(1):
+        entry = name
+      continue
+    if name is not None and line.strip() and line.strip() != "}":
+      blocks[name].append(line)
+  counts = {"kernels": 0, "fusions": 0, "library_calls": 0, "copies": 0, "other": 0, "loops": 0,
+            "forward": 0, "backward": 0, "update": 0, "random": 0, "by_opcode": {}}
+  seen, todo = set(), [entry]
+  while todo:
+    block = todo.pop()
+    if block in seen or block not in blocks:
+      continue
+    seen.add(block)
+    for line in blocks[block]:
+      m = _INSTRUCTION.match(line)
+      if not m:
+        continue
+      opcode = m.group(1)
+      if opcode in ("while", "conditional", "call"):
+        counts["loops"] += opcode == "while"
+        for called in _CALLED.findall(line):
+          todo.extend(c.strip().lstrip("%") for c in called.split(","))
+      if opcode in _NO_KERNEL:
+        continue
+      counts["kernels"] += 1
+      counts["by_opcode"][opcode] = counts["by_opcode"].get(opcode, 0) + 1
+      kind = {"fusion": "fusions", "custom-call": "library_calls", "copy": "copies"}.get(opcode, "other")
+      counts[kind] += 1
+      op_name = re.search(r'op_name="([^"]*)"', line)
+      op_name = op_name.group(1) if op_name else ""
+      if re.search(r"random_bits|threefry|rng", op_name + " " + opcode):
+        counts["random"] += 1
+      elif "transpose(" in op_name:
+        counts["backward"] += 1
+      elif "jvp(" in op_name:
+        counts["forward"] += 1
+      else:
+        counts["update"] += 1
+  return counts
 
 
 def _devices(target):
   import jax  # pylint: disable=g-import-not-at-top
+  from attnjax import targets  # pylint: disable=g-import-not-at-top
   if target.platform == "tpu":
     try:
       from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
@@ -95,6 +176,13 @@ def _devices(target):
       raise RuntimeError(f"target {target.name} needs libtpu to compile for topology {target.topology!r} on this "
                          f"machine: pip install -e '.[tpu]' ({type(e).__name__}: {str(e).splitlines()[0][:200]})") \
           from None
+    return list(topology.devices)
+  if target.platform == "gpu" and target.device_kind in targets.GPU_TARGET_CONFIGS and _cuda_plugin():
+    # deviceless: the GPU program itself, from XLA's description of the chip (the CUDA plugin's compiler, no GPU)
+    from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
+    topology = topologies.get_topology_desc(platform="cuda", topology=f"1x{target.num_hosts}x"
+                                            f"{target.devices_per_host}",
+                                            target_config=targets.GPU_TARGET_CONFIGS[target.device_kind])
     return list(topology.devices)
   if jax.device_count() < target.num_devices:
     raise RuntimeError(f"target {target.name} has {target.num_devices} devices but JAX sees {jax.device_count()}: run "
@@ -176,7 +264,9 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
                                      **loss)
   with fused.compiling_for(target.platform), fused.record_fused_calls() as calls:
     lowered = train_step.lower(state, batch)
-  step = _memory(lowered.compile())
+  compiled = lowered.compile()
+  step = _memory(compiled)
+  census = kernel_census(compiled.as_text())
   # XLA counts no FLOPs inside custom calls (Pallas splash, cuDNN): add the fused attention's, forward + backward
   # (3x the forward), per device. With gradient accumulation the micro-step is traced twice (the zeros of the
   # accumulator, then the scan body) and runs grad_accum_steps times.
@@ -202,7 +292,7 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
     seconds = max(step["flops"] / target.peak_flops, step["bytes_accessed"] / target.hbm_bandwidth)
   hours = None if seconds is None else seconds * config.train.steps * target.num_devices / 3600
   return Report(name, target.name, params, seed_params(config), step, decode_stats, seconds, hours, fits,
-                f"{rows} x ({q}, {c})")
+                f"{rows} x ({q}, {c})", census)
 
 
 def seed_params(config) -> float | None:
@@ -246,6 +336,11 @@ def print_report(r: Report) -> None:
   if r.step_seconds is not None:
     print(f"  estimated step time {r.step_seconds * 1e3:.0f} ms (roofline from the FLOPs and XLA's bytes), "
           f"{r.device_hours:,.0f} device-hours for the run")
+  if r.kernels:
+    k = r.kernels
+    print(f"  kernels per train step: {k['kernels']} ({k['fusions']} fusions, {k['library_calls']} library calls, "
+          f"{k['copies']} copies, {k['other']} other); forward {k['forward']}, backward {k['backward']}, update "
+          f"{k['update']}, random bits {k['random']}")
   print(f"  fits: {'yes' if r.fits else 'NO'}")
 
 

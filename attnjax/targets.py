@@ -88,3 +88,40 @@ def check_batch(config, target: Target) -> None:
   if batch is not None and batch % rows:
     raise ValueError(f"config.data.batch_size={batch} does not divide over {data * fsdp} data-parallel devices x "
                      f"train.grad_accum_steps={config.train.grad_accum_steps}: make it a multiple of {rows}")
+
+
+# XLA's description of a GPU (stream_executor's GpuTargetConfigProto, text format): what compiling for one without
+# the chip needs in its place (``jax.experimental.topologies.get_topology_desc(platform="cuda", target_config=...)``,
+# with the CUDA plugin installed: ``pip install -e '.[cuda]'``). SM count, shared memory, registers and caches are
+# NVIDIA's published H100 / H200 SXM figures (Hopper, compute capability 9.0: 132 SMs, 228 KiB shared memory per SM
+# of which 227 KiB to one block, 50 MiB L2); memory sizes and bandwidths as the targets above.
+_HOPPER = """gpu_device_info {{
+  threads_per_block_limit: 1024
+  threads_per_warp: 32
+  shared_memory_per_block: 49152
+  shared_memory_per_core: 233472
+  threads_per_core_limit: 2048
+  core_count: 132
+  fpus_per_core: 128
+  block_dim_limit_x: 2147483647
+  block_dim_limit_y: 65535
+  block_dim_limit_z: 65535
+  memory_bandwidth: {bandwidth}
+  l2_cache_size: 52428800
+  clock_rate_ghz: 1.98
+  device_memory_size: {memory}
+  shared_memory_per_block_optin: 232448
+  cuda_compute_capability {{ major: 9 }}
+  registers_per_core_limit: 65536
+  registers_per_block_limit: 65536
+}}
+platform_name: "CUDA"
+dnn_version_info {{ major: 9 minor: 10 }}
+runtime_version {{ major: 13 minor: 0 }}
+device_description_str: "{name}"
+"""
+GPU_TARGET_CONFIGS = {
+    "NVIDIA H100 80GB": _HOPPER.format(bandwidth=3_352_320_000_000, memory=84_929_347_584,
+                                       name="NVIDIA H100 80GB HBM3"),
+    "NVIDIA H200": _HOPPER.format(bandwidth=4_800_000_000_000, memory=150_754_820_096, name="NVIDIA H200"),
+}

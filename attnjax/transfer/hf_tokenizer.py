@@ -18,7 +18,7 @@ SentencePiece model's table holds those four pieces too, and ``tokenizers``' mod
 them in text: a literal ``<s>``, ``</s>``, ``<pad>`` or ``<unk>`` in the input is the one text that tokenizes
 differently there, as it does in every sentencepiece tokenizer ``transformers`` converts.) UNK (id 3)
 is the token ``⁇`` of a character vocabulary, so that it decodes as attnjax decodes it; a SentencePiece vocabulary's
-``<unk>`` is special, and ``skip_special_tokens`` drops it where attnjax writes sentencepiece's `` ⁇ ``.
+``<unk>`` is special, and ``skip_special_tokens`` drops it where attnjax writes sentencepiece's ``⁇`` (spaced).
 """
 
 from __future__ import annotations
