@@ -31,9 +31,16 @@ from absl import app, flags, logging
 
 from attnjax import fs
 
-_WORKDIR = flags.DEFINE_string("workdir", None, "the training workdir to export", required=True)
-_OUT = flags.DEFINE_string("out", None, "the Hugging Face checkpoint directory to write", required=True)
-_CHECKPOINT = flags.DEFINE_string("checkpoint", "best", "'best', 'latest' or a step number")
+# Flags are defined only when this module runs as the command, so that importing export_workdir (tools, tests) never
+# collides with another command's flags of the same name.
+_WORKDIR = _OUT = _CHECKPOINT = None
+
+
+def define_flags() -> None:
+  global _WORKDIR, _OUT, _CHECKPOINT
+  _WORKDIR = flags.DEFINE_string("workdir", None, "the training workdir to export", required=True)
+  _OUT = flags.DEFINE_string("out", None, "the Hugging Face checkpoint directory to write", required=True)
+  _CHECKPOINT = flags.DEFINE_string("checkpoint", "best", "'best', 'latest' or a step number")
 
 
 def _check_transformer(model):
@@ -114,4 +121,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)
