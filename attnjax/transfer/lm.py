@@ -21,7 +21,7 @@ import numpy as np
 
 from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID
 from attnjax.transfer.bert import CheckpointError
-from attnjax.transfer.seq2seq import GENERATION_FILE, ExportError
+from attnjax.transfer.seq2seq import GENERATION_FILE, ExportError, import_directory
 
 _KEY = "attnjax_model"
 _ACTIVATIONS = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
@@ -160,15 +160,4 @@ def export_lm(module, params, out_dir, *, vocab_size: int | None = None, max_new
 
 def import_lm(model_dir, **overrides):
   """``(module, params)`` of a directory :func:`export_lm` wrote."""
-  from attnjax import fs  # pylint: disable=g-import-not-at-top
-  from attnjax.transfer.bert import CONFIG_FILE, read_tensors  # pylint: disable=g-import-not-at-top
-  path = fs.join(model_dir, CONFIG_FILE)
-  if not fs.exists(path):
-    raise CheckpointError(f"{path}: no such file")
-  try:
-    config = json.loads(fs.read_text(path))
-  except ValueError as e:
-    raise CheckpointError(f"{path}: not JSON ({e})") from None
-  module = module_from_config(config, str(path), **overrides)
-  tensors, weights_path = read_tensors(model_dir)
-  return module, params_from_tensors(module, tensors, weights_path)
+  return import_directory(model_dir, module_from_config, params_from_tensors, overrides)

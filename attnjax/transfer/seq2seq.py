@@ -329,6 +329,12 @@ def export_transformer(module, params, out_dir, *, vocab_size: int | None = None
 def import_transformer(model_dir, **overrides):
   """``(module, params)`` of a directory :func:`export_transformer` wrote (``overrides``: Transformer fields such
   as ``implementation``); every file and tensor checked before anything runs."""
+  return import_directory(model_dir, module_from_config, params_from_tensors, overrides)
+
+
+def import_directory(model_dir, build, load, overrides: dict):
+  """``(module, params)`` of an exported directory: ``config.json`` read (a missing or non-JSON file named),
+  ``build(config, path, **overrides)`` gives the module, ``load(module, tensors, path)`` its parameters."""
   from attnjax import fs  # pylint: disable=g-import-not-at-top
   from attnjax.transfer.bert import CONFIG_FILE, read_tensors  # pylint: disable=g-import-not-at-top
   path = fs.join(model_dir, CONFIG_FILE)
@@ -338,6 +344,6 @@ def import_transformer(model_dir, **overrides):
     config = json.loads(fs.read_text(path))
   except ValueError as e:
     raise CheckpointError(f"{path}: not JSON ({e})") from None
-  module = module_from_config(config, str(path), **overrides)
+  module = build(config, str(path), **overrides)
   tensors, weights_path = read_tensors(model_dir)
-  return module, params_from_tensors(module, tensors, weights_path)
+  return module, load(module, tensors, weights_path)
