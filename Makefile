@@ -65,7 +65,7 @@ bench: $(VENV)/.installed
 # runs a Multi30k-sized one for a TPU v4 instead), then every experiment of the study compiled for its default target
 # (TPU topologies need libtpu, in the test extra) into the cost table: per-device memory, fit, step time, device-hours.
 aot: $(VENV)/.installed
-	$(PY) -m pytest -q -m aot tests/test_experiments.py
+	$(PY) -m pytest -q -m aot tests/test_experiments.py tests/test_single_chip_batch.py
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.compile --all --out=docs/study_cost.md
 
 # Mutation check: one-line corruptions of the papers' equations (sqrt(d_model), sqrt(d_k), causal mask,

@@ -88,6 +88,8 @@ class Report:
   fits: bool
   batch: str
   kernels: dict | None = None  # kernel_census of the compiled train step
+  # one accelerator: the micro-batches a step takes and attnjax.targets.transformer_step_bytes of one (Transformers)
+  single_chip: dict | None = None
 
 
 def _cuda_plugin() -> bool:
@@ -239,6 +241,9 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
   target = targets.get(config.target)
   targets.check_batch(config, target)
   devices = _devices(target)
+  # the attention kernel "auto" picks follows the devices compiled for: a GPU target without the CUDA plugin
+  # compiles for host devices, where cuDNN's attention does not lower
+  platform = "cpu" if devices[0].platform == "cpu" else target.platform
   mesh = partitioning.create_mesh(config.mesh.axes, config.mesh.shape, devices=devices)
   rules = config.mesh.rules
   vocab = -(-int(config.data.get("vocab_size", 8000)) // config.data.vocab_multiple) * config.data.vocab_multiple
@@ -262,7 +267,7 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
   train_step = steps.make_train_step(model, tx, schedule, state_sharding=sharding, mesh=mesh, rules=rules,
                                      grad_accum_steps=config.train.grad_accum_steps, batch_sharding=batch_sharding,
                                      **loss)
-  with fused.compiling_for(target.platform), fused.record_fused_calls() as calls:
+  with fused.compiling_for(platform), fused.record_fused_calls() as calls:
     lowered = train_step.lower(state, batch)
   compiled = lowered.compile()
   step = _memory(compiled)
@@ -284,15 +289,20 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
         abstract.params)
     eval_rows = decoder.rows.rows(config.eval.batch_size)
     src = jax.ShapeDtypeStruct((eval_rows, q), jnp.int32, sharding=decoder.rows.sharding)
-    with fused.compiling_for(target.platform):
+    with fused.compiling_for(platform):
       decode_stats = _memory(decoder.lower(replicated, src).compile())
   fits = step["total"] <= target.hbm_bytes and (decode_stats is None or decode_stats["total"] <= target.hbm_bytes)
   seconds = None
   if target.peak_flops:
     seconds = max(step["flops"] / target.peak_flops, step["bytes_accessed"] / target.hbm_bandwidth)
   hours = None if seconds is None else seconds * config.train.steps * target.num_devices / 3600
+  single_chip = None
+  if target.num_devices == 1 and target.platform != "cpu" and config.model.name == "transformer":
+    micro = rows // accum
+    single_chip = {"micro_batches": accum, "rows": micro, "formula_bytes": targets.transformer_step_bytes(
+        config.model, micro, q, c, int(config.data.get("vocab_size", 8000)), target.dtype)}
   return Report(name, target.name, params, seed_params(config), step, decode_stats, seconds, hours, fits,
-                f"{rows} x ({q}, {c})", census)
+                f"{rows} x ({q}, {c})", census, single_chip)
 
 
 def seed_params(config) -> float | None:
@@ -341,6 +351,10 @@ def print_report(r: Report) -> None:
     print(f"  kernels per train step: {k['kernels']} ({k['fusions']} fusions, {k['library_calls']} library calls, "
           f"{k['copies']} copies, {k['other']} other); forward {k['forward']}, backward {k['backward']}, update "
           f"{k['update']}, random bits {k['random']}")
+  if r.single_chip:
+    one = r.single_chip
+    print(f"  one chip: {one['micro_batches']} micro-batch(es) of {one['rows']} rows a step; the formula that chose "
+          f"them (attnjax.targets.transformer_step_bytes) says {_gib(one['formula_bytes'])} GiB")
   print(f"  fits: {'yes' if r.fits else 'NO'}")
 
 
