@@ -15,6 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.mark.slow  # minutes: every section's programs compiled on the CPU (make test-slow)
 def test_the_dry_run_measures_every_section_and_writes_both_reports(tmp_path):
+  from tools import accelerator_check  # pylint: disable=g-import-not-at-top
   env = dict(os.environ, JAX_PLATFORMS="cpu")
   proc = subprocess.run([sys.executable, "-m", "tools.accelerator_check", "--dry_run", f"--out={tmp_path}"],
                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
@@ -41,6 +42,13 @@ def test_the_dry_run_measures_every_section_and_writes_both_reports(tmp_path):
     assert heading in text
   assert f"JAX {report['machine']['jax']}" in text and "Overall: **pass**" in text
   assert "| forward (ms) | forward + backward (ms) | no dropout (ms) | rbg dropout (ms) |" in text and "One 256² float32 matmul" in text
+  profiled = [r for r in report["steps"] if r["profile"]]  # the "chip" batch's steps are traced
+  assert [r["batch_from"] for r in profiled] == ["chip", "chip"]
+  for row in profiled:
+    p = row["profile"]
+    assert p["steps"] == accelerator_check.PROFILE_STEPS and p["kernels_per_step"] > 0 and 0 < p["busy_fraction"] <= 1
+    assert 0 < p["device_ms_per_step"] <= p["span_ms_per_step"] and 0 < len(p["top_ops"]) <= 10
+  assert "### Profile (" in text and "Ten most expensive ops of wmt14_en_de/transformer_big.py" in text
 
 
 @pytest.mark.parametrize("name", ["gpu-8xh100", "gpu-2x8xh100", "gpu-1xh100", "gpu-1xh200"])
@@ -85,8 +93,8 @@ def test_a_failing_section_is_reported_and_fails_the_check_without_costing_the_o
       "model": "m", "beam": 4, "batch": 1, "source_length": 14, "sentences": 1, "sentences_per_s": 5.0})
   assert accelerator_check.main(["--dry_run", f"--out={tmp_path}"]) == 1
   report = json.loads((tmp_path / "accelerator_check.json").read_text())
-  assert report["errors"] == {f"step transformer_{size} x{scale}": "RuntimeError: out of memory on the device"
-                              for size in ("base", "big") for scale in (1, accelerator_check.STEP_FILL_SCALE)}
+  assert report["errors"] == {f"step transformer_{size} {batch}": "RuntimeError: out of memory on the device"
+                              for size in ("base", "big") for batch in ("share", "chip")}
   assert report["decoding"]["sentences_per_s"] == 5.0 and not report["ok"]
   assert "## Errors" in (tmp_path / "accelerator_check.md").read_text()
 
@@ -104,7 +112,7 @@ def test_a_call_cut_short_keeps_the_report_of_what_was_measured_before(tmp_path,
     done()
     raise Killed()  # the second family never finishes
 
-  monkeypatch.setattr(accelerator_check, "step_throughput", lambda *a: {
+  monkeypatch.setattr(accelerator_check, "step_throughput", lambda *a, **k: {
       "experiment": "e", "dtype": "float32", "batch": [1, 2, 3], "fused_attention": ["none"], "step_seconds": 0.5,
       "tokens_per_s": 6.0, "flops_per_s": 1e9, "mfu": None, "aot_estimate_seconds": None, "memory_gib": 0.0})
   monkeypatch.setattr(accelerator_check, "curves_check", curves)
@@ -117,3 +125,49 @@ def test_a_call_cut_short_keeps_the_report_of_what_was_measured_before(tmp_path,
   assert len(report["steps"]) == 4 and report["decoding"]["sentences_per_s"] == 5.0
   assert [r["family"] for r in report["curves"]] == ["transformer"]
   assert "| transformer | 6.0000 |" in (tmp_path / "accelerator_check.md").read_text()
+
+
+@pytest.mark.parametrize("chip", ["gpu-1xh100", "gpu-1xh200"])
+def test_the_step_is_measured_at_the_slice_s_share_and_at_the_batch_one_chip_trains_with(chip):
+  """Transformer-big's batch (97 rows of 256 tokens) over its 32-chip slice is 3 rows a device; one GPU holds all 97
+  (its memory estimate is tested in tests/test_single_chip_batch.py); a chip no target names gets 8x the share."""
+  from attnjax import targets  # pylint: disable=g-import-not-at-top
+  from tools import accelerator_check  # pylint: disable=g-import-not-at-top
+  big = "wmt14_en_de/transformer_big.py"
+  assert accelerator_check.step_batch(big, "share", targets.get(chip)) == (3, 256, 256)
+  assert accelerator_check.step_batch(big, "chip", targets.get(chip)) == (97, 256, 256)
+  assert accelerator_check.step_batch(big, "chip", None) == (3 * accelerator_check.STEP_FILL_SCALE, 256, 256)
+  with pytest.raises(ValueError, match="batch must be 'share' or 'chip'"):
+    accelerator_check.step_throughput(big, True, 1, "fill")
+
+
+def _gpu_trace():
+  """A GPU trace as the profiler writes one (Chrome format): the host's step annotations, the device's XLA Modules
+  and XLA Ops lines, and a stream line that repeats the ops (not to be counted twice). Times in µs."""
+  meta = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/host:CPU"}},
+          {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "/device:GPU:0"}},
+          {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "python"}},
+          {"ph": "M", "name": "thread_name", "pid": 2, "tid": 1, "args": {"name": "XLA Modules"}},
+          {"ph": "M", "name": "thread_name", "pid": 2, "tid": 2, "args": {"name": "XLA Ops"}},
+          {"ph": "M", "name": "thread_name", "pid": 2, "tid": 3, "args": {"name": "Stream #7"}}]
+  x = lambda pid, tid, name, ts, dur: {"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": ts, "dur": dur}
+  events = [x(1, 1, "train", 0, 100), x(1, 1, "train", 100, 100), x(1, 1, "train", 200, 100)]
+  for base in (0, 100, 200):  # each step: gemm 10..40, fusion 30..50 (overlapping it), copy 60..65
+    events += [x(2, 1, "jit_step", base + 10, 55), x(2, 2, "gemm", base + 10, 30), x(2, 2, "fusion.1", base + 30, 20),
+               x(2, 2, "copy", base + 60, 5), x(2, 3, "gemm_kernel", base + 10, 30)]
+  events.append(x(2, 2, "outside", 400, 50))  # after the last step: not the steps' work
+  return meta + events
+
+
+def test_the_profile_summary_of_a_trace_against_its_hand_computed_figures():
+  from tools.accelerator_check import profile_summary  # pylint: disable=g-import-not-at-top
+  p = profile_summary(_gpu_trace(), [(0, 100), (100, 200), (200, 300)], top=2)
+  # per step: busy = [10, 50) ∪ [60, 65) = 45 µs; the span runs from 10 to 265: 255 µs over three steps
+  assert p["steps"] == 3 and p["kernels_per_step"] == 3
+  assert p["device_ms_per_step"] == pytest.approx(0.045) and p["span_ms_per_step"] == pytest.approx(0.255 / 3)
+  assert p["busy_fraction"] == pytest.approx(135 / 255)
+  assert p["gap_ms"] == pytest.approx(0.045)  # from 65 to the next step's 110
+  assert p["top_ops"] == [{"name": "gemm", "ms_per_step": pytest.approx(0.03), "calls_per_step": 1.0},
+                          {"name": "fusion.1", "ms_per_step": pytest.approx(0.02), "calls_per_step": 1.0}]
+  with pytest.raises(ValueError, match="no device kernel inside the 1 annotated steps"):
+    profile_summary(_gpu_trace(), [(1000, 2000)])

@@ -13,7 +13,8 @@ It measures, on whatever JAX's default backend is:
    parameters and the same batches: the device in bfloat16, the CPU in float32. The curves agree when their mean
    distance over all steps is within :data:`CURVE_TOLERANCE` of the float32 curve's loss drop.
 3. **Train-step throughput.** Transformer-base and Transformer-big (``experiments/wmt14_en_de``) at the experiment's
-   per-device batch, and again at :data:`STEP_FILL_SCALE` times that batch: tokens/s, model FLOP/s (XLA's count of the compiled step plus the fused attention's), MFU
+   per-device share of their slice's batch, and again at the batch one chip trains with (the whole global batch
+   when it fits in the chip's memory, :func:`attnjax.targets.single_device_accumulation`): tokens/s, model FLOP/s (XLA's count of the compiled step plus the fused attention's), MFU
    against the chip's peak from :mod:`attnjax.targets`, and the ahead-of-time roofline estimate of the same step.
 4. **Beam-4 decoding throughput** of the Multi30k-size Transformer (3 + 3 layers of 256): sentences/s.
 5. On a GPU, the tests marked ``gpu`` (``ATTNJAX_TEST_PLATFORMS=cuda pytest -m gpu``).
@@ -39,7 +40,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CURVE_TOLERANCE = 0.05  # mean |bfloat16 - float32| loss over all steps, in units of the float32 curve's loss drop
-STEP_FILL_SCALE = 8  # the train steps are measured again at 8x the per-device batch, which fills a GPU better
+STEP_FILL_SCALE = 8  # on a chip no target names (and in the dry run), the "chip" batch is 8x the per-device share
 ATTENTION_TOLERANCE = {"out": 2e-2, "grad": 6e-2}  # max |difference| in bfloat16, relative to the largest value
 
 
@@ -214,7 +215,8 @@ def train_curve(family: str, steps: int, dtype: str, device, dry: bool = False) 
   params = jax.device_put(params, device)
   tx = optax.adam(1e-3)
   opt_state = jax.device_put(tx.init(params), device)
-  loss_fn = (steps_lib.span_loss_stats if family.startswith("span_qa")
+  from attnjax.families.span_qa import span_loss_stats  # pylint: disable=g-import-not-at-top
+  loss_fn = (span_loss_stats if family.startswith("span_qa")
              else lambda m, p, b, r, d: steps_lib.seq2seq_loss_stats(m, p, b, r, d))
 
   @jax.jit
@@ -272,14 +274,125 @@ def curves_check(steps: int, rows: list | None = None, done=lambda: None, dry: b
 # ---------------------------------------------------------------------------------------------------- 3. steps
 
 
-def step_throughput(experiment: str, dry: bool, timed_steps: int, scale: int = 1) -> dict:
-  """The experiment's train step at its per-device batch (times ``scale``) on one device: measured, and estimated
-  ahead of time. The per-device batch of an experiment made for a large slice can be too small to fill one chip:
-  ``scale`` shows what the chip does with more rows."""
+PROFILE_STEPS = 5  # steady steps traced by the profiler for the summary (after the timed ones)
+_HOST_BOOKKEEPING = ("ThreadpoolListener", "SlinkyThreadPool", "end: ", "ThunkExecutor", "CommonPjRt", "PjRt")
+
+
+def _device_ops(events: list[dict]) -> list[tuple[float, float, str]]:
+  """``(start µs, end µs, name)`` of the kernels in a Chrome-format trace (the profiler's ``perfetto_trace.json``):
+  on an accelerator the events of its ``/device:`` process (the ``XLA Ops`` line when there is one, else every
+  stream), on a CPU the XLA ops that the runtime's ``tf_XLA`` threads ran (not the thread pool's bookkeeping)."""
+  procs = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+  threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+  devices = {pid for pid, name in procs.items() if name.startswith("/device:")}
+  xla_ops = {key for key, name in threads.items() if key[0] in devices and name == "XLA Ops"}
+  ops = []
+  for e in events:
+    if e.get("ph") != "X" or "dur" not in e:
+      continue
+    key, name = (e.get("pid"), e.get("tid")), e.get("name", "")
+    if devices:
+      keep = key in xla_ops if xla_ops else key[0] in devices and not threads.get(key, "").startswith("XLA Modules")
+    else:
+      keep = threads.get(key, "").startswith("tf_XLA") and not name.startswith(_HOST_BOOKKEEPING)
+    if keep:
+      ops.append((float(e["ts"]), float(e["ts"]) + float(e["dur"]), name))
+  return sorted(ops)
+
+
+def profile_summary(events: list[dict], steps: list[tuple[float, float]], top: int = 10) -> dict:
+  """What a trace of ``steps`` (each ``(start µs, end µs)`` of its host-side step annotation) says of the device:
+  the busy fraction (the union of its kernels' time over the span from the first kernel to the last), the mean gap
+  between steps (idle time from one step's last kernel to the next step's first), kernels per step, and the ``top``
+  ops by time per step (each name's total over the steps, over their number)."""
+  ops = _device_ops(events)
+  per_step: list[list[tuple[float, float, str]]] = [[] for _ in steps]
+  for op in ops:
+    for i, (begin, end) in enumerate(steps):
+      if begin <= op[0] < end:
+        per_step[i].append(op)
+        break
+  ops = [op for step in per_step for op in step]
+  if not ops:
+    raise ValueError(f"the trace holds no device kernel inside the {len(steps)} annotated steps")
+  busy, covered_to = 0.0, float("-inf")
+  for start, end, _ in ops:  # sorted by start: the union of the intervals
+    if end > covered_to:
+      busy += end - max(start, covered_to)
+      covered_to = end
+  span = max(end for _, end, _ in ops) - ops[0][0]
+  gaps = [nxt[0][0] - max(op[1] for op in cur) for cur, nxt in zip(per_step, per_step[1:]) if cur and nxt]
+  totals: dict[str, list] = {}
+  for start, end, name in ops:
+    entry = totals.setdefault(name, [0.0, 0])
+    entry[0] += end - start
+    entry[1] += 1
+  n = len(steps)
+  ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
+  return {"steps": n, "busy_fraction": busy / span if span > 0 else 1.0,
+          "gap_ms": sum(gaps) / len(gaps) / 1e3 if gaps else None, "kernels_per_step": len(ops) / n,
+          "device_ms_per_step": busy / n / 1e3, "span_ms_per_step": span / n / 1e3,
+          "top_ops": [{"name": name, "ms_per_step": t / n / 1e3, "calls_per_step": c / n} for name, (t, c) in ranked]}
+
+
+def trace_steps(step, state, batch, directory: str, steps: int = PROFILE_STEPS) -> tuple[dict, object]:
+  """``steps`` calls of ``state = step(state, batch)[0]`` under ``jax.profiler.trace`` (each in a step annotation,
+  blocked on before the next, so that its kernels fall in its window), then :func:`profile_summary` of the trace."""
+  import glob  # pylint: disable=g-import-not-at-top
+  import gzip  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  windows = []
+  with jax.profiler.trace(directory, create_perfetto_trace=True):
+    for i in range(steps):
+      t0 = time.perf_counter_ns()
+      with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        state, metrics = step(state, batch)
+        jax.block_until_ready(metrics)
+      windows.append((t0, time.perf_counter_ns()))
+  path = sorted(glob.glob(os.path.join(directory, "**", "perfetto_trace.json.gz"), recursive=True))[-1]
+  with gzip.open(path, "rt") as f:
+    trace = json.load(f)
+  events = trace["traceEvents"] if isinstance(trace, dict) else trace
+  annotated = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events
+                     if e.get("ph") == "X" and e.get("name") == "train" and "dur" in e)
+  if len(annotated) != steps:
+    raise ValueError(f"{path}: {len(annotated)} step annotations for {steps} traced steps")
+  return profile_summary(events, annotated), state
+
+
+def step_batch(experiment: str, batch: str, chip) -> tuple[int, int, int]:
+  """``(rows, source length, target length)`` of one device's train step for :func:`step_throughput`'s ``batch``
+  on ``chip`` (a single-device target, or None)."""
+  from attnjax import compile as compile_lib  # pylint: disable=g-import-not-at-top
+  from attnjax import targets  # pylint: disable=g-import-not-at-top
+  path = os.path.join(ROOT, "experiments", experiment)
+  config = compile_lib.load_experiment(path)
+  home = targets.get(config.target)
+  rows, q, c = compile_lib._batch_shape(config, home.resolved_mesh()[0] * home.resolved_mesh()[1])  # pylint: disable=protected-access
+  share = max(rows // home.num_devices, 1)
+  if batch == "share":
+    return share, q, c
+  if chip is None or chip.platform == "cpu":
+    return share * STEP_FILL_SCALE, q, c
+  on_chip = compile_lib.load_experiment(path, chip.name)
+  rows, q, c = compile_lib._batch_shape(on_chip, 1)  # pylint: disable=protected-access
+  return rows // on_chip.train.grad_accum_steps, q, c
+
+
+def step_throughput(experiment: str, dry: bool, timed_steps: int, batch: str = "share", profile: bool = False) -> dict:
+  """The experiment's train step on one device, measured and estimated ahead of time, at ``batch``: ``"share"``,
+  the per-device share of the batch of the slice the experiment is made for (too few rows to fill one chip), or
+  ``"chip"``, the micro-batch the experiment trains with on this chip's single-device target (the whole global
+  batch when it fits: :func:`attnjax.targets.single_device_accumulation`); on a chip no target names,
+  :data:`STEP_FILL_SCALE` times the share. With ``profile``, :data:`PROFILE_STEPS` more steps are traced (into a
+  temporary directory) and summarised (:func:`profile_summary`) under ``"profile"``."""
+  if batch not in ("share", "chip"):
+    raise ValueError(f"batch must be 'share' or 'chip', got {batch!r}")
+  batch_from = batch
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from attnjax import compile as compile_lib  # pylint: disable=g-import-not-at-top
-  from attnjax import targets  # pylint: disable=g-import-not-at-top
   from attnjax.kernels import fused  # pylint: disable=g-import-not-at-top
   from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
   from attnjax.runtime import partitioning  # pylint: disable=g-import-not-at-top
@@ -287,16 +400,14 @@ def step_throughput(experiment: str, dry: bool, timed_steps: int, scale: int = 1
   from attnjax.training.optim import make_optimizer  # pylint: disable=g-import-not-at-top
   from attnjax.training.state import create_train_state  # pylint: disable=g-import-not-at-top
   config = compile_lib.load_experiment(os.path.join(ROOT, "experiments", experiment))
-  home = targets.get(config.target)
-  rows, q, c = compile_lib._batch_shape(config, home.resolved_mesh()[0] * home.resolved_mesh()[1])  # pylint: disable=protected-access
-  per_device = max(rows // home.num_devices, 1)
+  device = jax.devices()[0]
+  chip = _target_for(device.device_kind, device.platform)
+  per_device, q, c = step_batch(experiment, batch_from, chip)
   m = config.model
   if dry:  # a few layers of little width: the same code path in seconds on a CPU
     with m.unlocked():
       m.update(num_encoder_layers=1, num_decoder_layers=1, d_model=64, num_heads=4, d_ff=128)
-    per_device, q, c = 4, 32, 32
-  per_device *= scale
-  device = jax.devices()[0]
+    per_device, q, c = 4 * (STEP_FILL_SCALE if batch_from == "chip" else 1), 32, 32
   dtype = "float32" if device.platform == "cpu" else "bfloat16"
   with m.unlocked():
     m.dtype = dtype
@@ -329,17 +440,22 @@ def step_throughput(experiment: str, dry: bool, timed_steps: int, scale: int = 1
     state, metrics = compiled(state, batch)
   jax.block_until_ready(metrics)
   seconds = (time.perf_counter() - t0) / timed_steps
+  summary = None
+  if profile:
+    import tempfile  # pylint: disable=g-import-not-at-top
+    with tempfile.TemporaryDirectory() as directory:
+      summary, state = trace_steps(compiled, state, batch, directory)
   parts = _step_parts(model, state, sharding, batch, mesh, rules, config.train.label_smoothing, timed_steps)
-  chip = _target_for(device.device_kind, device.platform)
   peak = chip.peak_flops if chip else None
   estimate = None
   if chip and chip.peak_flops:
     estimate = max(flops / chip.peak_flops, memory["bytes_accessed"] / chip.hbm_bandwidth)
-  return {"experiment": experiment, "dtype": dtype, "batch": [per_device, q, c],
+  return {"experiment": experiment, "dtype": dtype, "batch": [per_device, q, c], "batch_from": batch_from,
           "fused_attention": sorted({call[0] for call in calls}) or ["none"],
           "step_seconds": seconds, "tokens_per_s": per_device * c / seconds, "model_flops": flops,
           "flops_per_s": flops / seconds, "peak_flops": peak, "mfu": flops / seconds / peak if peak else None,
           "aot_estimate_seconds": estimate, "memory_gib": memory["total"] / 2**30, "loss": float(metrics["loss"]),
+          "profile": summary,
           **parts}
 
 
@@ -498,6 +614,23 @@ def markdown(report: dict) -> str:
                  f"{r['flops_per_s'] / 1e12:.2f} | "
                  f"{_fmt(None if r['mfu'] is None else round(100 * r['mfu'], 1))}{'%' if r['mfu'] else ''} | "
                  f"{_fmt(estimate)} | {r['memory_gib']:.2f} |")
+  profiled = [r for r in report.get("steps", []) if r.get("profile")]
+  if profiled:
+    lines += ["", f"### Profile ({PROFILE_STEPS} steady steps under `jax.profiler.trace`)", "",
+              "| experiment | batch | kernels per step | device busy | gap between steps (ms) | device time per step "
+              "(ms) | span per step (ms) |", "|---|---|---|---|---|---|---|"]
+    for r in profiled:
+      p = r["profile"]
+      lines.append(f"| {r['experiment']} | {tuple(r['batch'])} | {p['kernels_per_step']:.0f} | "
+                   f"{100 * p['busy_fraction']:.1f}% | {_fmt(p['gap_ms'])} | {p['device_ms_per_step']:.2f} | "
+                   f"{p['span_ms_per_step']:.2f} |")
+    for r in profiled:
+      lines += ["", f"Ten most expensive ops of {r['experiment']} at {tuple(r['batch'])}:", "",
+                "| op | ms per step | calls per step |", "|---|---|---|"]
+      lines += [f"| `{o['name']}` | {o['ms_per_step']:.3f} | {o['calls_per_step']:g} |" for o in r["profile"]["top_ops"]]
+    lines += ["", "Busy: the union of the device's kernels over the span from a step's first kernel to the last "
+              "step's last; the gap: idle time from one step's last kernel to the next one's first (each step is "
+              "waited on before the next, so the gap includes the host's dispatch of a step)."]
   mm = report.get("matmul")
   if mm:
     of_peak = "" if mm["of_peak"] is None else f", {100 * mm['of_peak']:.0f}% of the published peak"
@@ -564,11 +697,12 @@ def main(argv=None) -> int:
   write()
   report["matmul"] = section("matmul", lambda: matmul_peak(dry), None)
   report["steps"] = []
-  for scale in (1, STEP_FILL_SCALE):
+  for batch in ("share", "chip"):
     for name in ("transformer_base", "transformer_big"):
       report["steps"] += section(
-          f"step {name} x{scale}",
-          lambda n=name, k=scale: [step_throughput(f"wmt14_en_de/{n}.py", dry, 3 if dry else 20, k)], [])
+          f"step {name} {batch}",
+          lambda n=name, b=batch: [step_throughput(
+              f"wmt14_en_de/{n}.py", dry, 3 if dry else 20, b, profile=b == "chip")], [])
       write()
   report["decoding"] = section("decoding", lambda: decode_throughput(dry, 64 if dry else 2000), None)
   write()
