@@ -86,6 +86,9 @@ def base_config() -> ml_collections.ConfigDict:
       adam_eps=1e-9,
       weight_decay=0.0,
       grad_clip_norm=1.0,
+      # the optimiser over one flat vector per dtype (and weight-decay group) instead of per parameter: a few
+      # kernels a step instead of one per leaf; needs replicated parameters (attnjax.training.optim.fused_update)
+      fused_update=False,
       label_smoothing=0.1,
       grad_accum_steps=1,
       log_every=100,
@@ -254,6 +257,8 @@ def _check_train(t, d) -> None:
     _fail("train.optimizer", f"must be one of {OPTIMIZERS}, got {t.optimizer!r}")
   if t.schedule not in SCHEDULES:
     _fail("train.schedule", f"must be one of {SCHEDULES}, got {t.schedule!r}")
+  if not isinstance(t.get("fused_update", False), bool):
+    _fail("train.fused_update", f"must be a bool, got {t.fused_update!r}")
   if (d.batch_size is None) == (d.max_tokens is None):
     _fail("data.batch_size", "set exactly one of data.batch_size and data.max_tokens")
   for key in ("steps", "warmup_steps", "log_every", "sync_every", "eval_every", "checkpoint_every",

@@ -2,12 +2,18 @@
 
     python -m benchmarks.train_step                    # small (d 256, 3+3) and base (d 512, 6+6)
     python -m benchmarks.train_step --configs=small --reps=3
+    python -m benchmarks.train_step --configs=tiny --batch=2 --length=8 --vocab=64 --reps=200   # the fixed cost
+    python -m benchmarks.train_step --configs=tiny --batch=2 --length=8 --vocab=64 --reps=200 --fused_update
 
 Both sides: batch B × L source and target tokens, vocabulary V, dropout 0.1, label smoothing 0.1, Adam; the same
 number of threads, each framework in a process of its own (``--side``), alternating ``--rounds`` times: in one
 process the two thread pools slow each other down. Model FLOPs per step are XLA's count for the attnjax
 step (``cost_analysis``), credited to both; "of peak" is model FLOP/s over a float32 matmul (M = N = K = 2048)
 measured in the same run — the best this machine's BLAS does, not a datasheet number.
+
+``tiny`` (one layer each side, d_model 32) on a few tokens is the step with negligible arithmetic: its time is the
+fixed cost of a step (dispatch, the per-parameter kernels of the update). ``--fused_update`` runs the attnjax side's
+Adam over flat vectors (``attnjax.training.optim.fused_update``, ``train.fused_update``) instead of per parameter.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from benchmarks.common import (compiled_step_runner, interleaved_medians, machin
                                run_side)
 
 CONFIGS = {
+    "tiny": dict(d_model=32, num_heads=2, d_ff=64, layers=1),
     "small": dict(d_model=256, num_heads=4, d_ff=1024, layers=3),
     "base": dict(d_model=512, num_heads=8, d_ff=2048, layers=6),
 }
@@ -40,13 +47,17 @@ def matmul_peak(n: int = 2048) -> float:
   return 2 * n**3 / interleaved_medians({"mm": run}, 5)["mm"]
 
 
-def step_function(cfg, vocab, src, tgt_in, tgt_out):
-  """``(step, params, opt_state)``: the attnjax Transformer's forward, backward and Adam update, not yet jitted."""
+def step_function(cfg, vocab, src, tgt_in, tgt_out, fused_update: bool = False):
+  """``(step, params, opt_state)``: the attnjax Transformer's forward, backward and Adam update, not yet jitted
+  (with ``fused_update``, Adam over one flat vector: :func:`attnjax.training.optim.fused_update`)."""
   model = Transformer(src_vocab_size=vocab, tgt_vocab_size=vocab, num_encoder_layers=cfg["layers"],
                       num_decoder_layers=cfg["layers"], d_model=cfg["d_model"], num_heads=cfg["num_heads"],
                       d_ff=cfg["d_ff"], dropout_rate=0.1, shared_vocab=True, share_source_embeddings=True)
   params = __import__("flax").linen.meta.unbox(model.init(jax.random.PRNGKey(0), src, tgt_in)["params"])
   tx = optax.adam(1e-4, b2=0.98, eps=1e-9)
+  if fused_update:
+    from attnjax.training.optim import fused_update as fuse  # pylint: disable=g-import-not-at-top
+    tx = fuse(tx)
 
   def step(params, opt_state, rng):
     def loss(p):
@@ -59,8 +70,8 @@ def step_function(cfg, vocab, src, tgt_in, tgt_out):
   return step, params, tx.init(params)
 
 
-def attnjax_step(cfg, vocab, src, tgt_in, tgt_out):
-  return compiled_step_runner(*step_function(cfg, vocab, src, tgt_in, tgt_out))
+def attnjax_step(cfg, vocab, src, tgt_in, tgt_out, fused_update: bool = False):
+  return compiled_step_runner(*step_function(cfg, vocab, src, tgt_in, tgt_out, fused_update))
 
 
 def torch_step(cfg, vocab, src, tgt_in, tgt_out, threads):
@@ -78,13 +89,15 @@ def torch_step(cfg, vocab, src, tgt_in, tgt_out, threads):
       self.embed = torch.nn.Embedding(vocab, d)
       self.core = torch.nn.Transformer(d, cfg["num_heads"], cfg["layers"], cfg["layers"], cfg["d_ff"], dropout=0.1,
                                        batch_first=True)
+      # the position table and the causal mask once, as attnjax's compiled step holds them as constants
+      length = max(src.shape[1], tgt_in.shape[1])
+      self.register_buffer("pos", torch.tensor(np.asarray(
+          __import__("attnjax").kernels.sinusoidal_positions(length, d))))
+      self.register_buffer("mask", self.core.generate_square_subsequent_mask(tgt_in.shape[1]))
 
     def forward(self, s, t):
-      pos = torch.tensor(np.asarray(__import__("attnjax").kernels.sinusoidal_positions(max(s.shape[1], t.shape[1]),
-                                                                                        d)))
-      mask = self.core.generate_square_subsequent_mask(t.shape[1])
-      h = self.core(self.embed(s) * d**0.5 + pos[:s.shape[1]], self.embed(t) * d**0.5 + pos[:t.shape[1]],
-                    tgt_mask=mask, tgt_is_causal=True)
+      h = self.core(self.embed(s) * d**0.5 + self.pos[:s.shape[1]], self.embed(t) * d**0.5 + self.pos[:t.shape[1]],
+                    tgt_mask=self.mask, tgt_is_causal=True)
       return h @ self.embed.weight.T  # tied output, as on the attnjax side
 
   model = Model()
@@ -107,7 +120,7 @@ def _side(args) -> dict:
   for name in args.configs.split(","):
     cfg = CONFIGS[name]
     if args.side == "attnjax":
-      run, flops = attnjax_step(cfg, args.vocab, src, tgt_in, tgt_out)
+      run, flops = attnjax_step(cfg, args.vocab, src, tgt_in, tgt_out, args.fused_update)
     else:
       run, flops = torch_step(cfg, args.vocab, src, tgt_in, tgt_out, args.threads), None
       if run is None:
@@ -123,6 +136,7 @@ def add_step_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--length", type=int, default=64)
   parser.add_argument("--vocab", type=int, default=8192)
   parser.add_argument("--reps", type=int, default=5)
+  parser.add_argument("--fused_update", action="store_true", help="attnjax's Adam over flat vectors")
 
 
 def token_batch(args):
@@ -144,14 +158,15 @@ def main():
     print(json.dumps(_side(args)))
     return
   argv = [f"--configs={args.configs}", f"--batch={args.batch}", f"--length={args.length}", f"--vocab={args.vocab}",
-          f"--reps={args.reps}"]
+          f"--reps={args.reps}"] + (["--fused_update"] if args.fused_update else [])
   results = {"attnjax": [], "torch": []}
   for _ in range(args.rounds):
     for side in results:
       results[side].append(run_side("benchmarks.train_step", side, argv, args.threads))
   peak = statistics.median(r["peak"] for r in results["attnjax"])
   print(f"# train step, float32, batch {args.batch} × {args.length} tokens per side, vocab {args.vocab}, "
-        f"{args.threads} threads, each framework in its own process\n# {machine_description()}\n"
+        f"{args.threads} threads, each framework in its own process"
+        f"{', attnjax with the fused update' if args.fused_update else ''}\n# {machine_description()}\n"
         f"# measured float32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
   tokens = args.batch * args.length
   rows = []
@@ -160,12 +175,13 @@ def main():
                if rs and all(name in r for r in rs)}
     flops = results["attnjax"][0][name]["flops"]
     tps = {k: tokens / v for k, v in seconds.items()}
-    row = [name, f"{tps['attnjax']:.0f}", f"{tps['torch']:.0f}" if "torch" in tps else "—",
+    row = [name, f"{1e3 * seconds['attnjax']:.2f}", f"{1e3 * seconds['torch']:.2f}" if "torch" in seconds else "—",
+           f"{tps['attnjax']:.0f}", f"{tps['torch']:.0f}" if "torch" in tps else "—",
            f"{tps['attnjax'] / tps['torch']:.2f}×" if "torch" in tps else "—",
            f"{flops / seconds['attnjax'] / 1e9:.1f}", f"{100 * flops / seconds['attnjax'] / peak:.0f}%",
            f"{100 * flops / seconds['torch'] / peak:.0f}%" if "torch" in seconds else "—"]
     rows.append(row)
-  print(markdown_table(["config", "attnjax tgt tok/s", "torch tgt tok/s", "attnjax / torch", "attnjax GFLOP/s",
+  print(markdown_table(["config", "attnjax step (ms)", "torch step (ms)", "attnjax tgt tok/s", "torch tgt tok/s", "attnjax / torch", "attnjax GFLOP/s",
                         "attnjax of matmul peak", "torch of matmul peak"], rows))
 
 

@@ -44,8 +44,56 @@ def learning_rate_schedule(cfg, d_model: int | None = None):
   raise ValueError(f"train.schedule must be one of {SCHEDULES}, got {name!r}")
 
 
+class FusedUpdate(optax.GradientTransformation):
+  """An optax transformation applied to one flat vector per group of parameters (:func:`fused_update`); the marker
+  by which the train state knows its optimiser state is not shaped like the parameters."""
+  __slots__ = ()
+
+
+def _group(leaf, decay: bool) -> str:
+  return f"{jnp.dtype(leaf.dtype).name}_{'decayed' if decay and leaf.ndim > 1 else 'plain'}"
+
+
+def fused_update(inner: optax.GradientTransformation, *, decay_groups: bool = False) -> FusedUpdate:
+  """``inner`` run on the parameters concatenated into one flat vector per group (dtype, and with
+  ``decay_groups`` whether the leaf is a matrix, as the weight-decay mask decides), the updates cut back into the
+  parameters' tree. Elementwise optimisers (Adam, SGD, Adagrad, Adadelta) and global-norm clipping compute the same
+  numbers either way; a GPU runs the update as a few kernels instead of one (or more) per parameter leaf, which XLA
+  does not merge across leaves (``attnjax.compile`` counts them). The optimiser state is then one vector per group:
+  a checkpoint of the other layout does not restore into it. The parameters must be replicated: concatenating
+  differently sharded leaves would gather them."""
+
+  def ravel(tree):
+    groups: dict[str, list] = {}
+    for leaf in jax.tree_util.tree_leaves(tree):
+      groups.setdefault(_group(leaf, decay_groups), []).append(jnp.ravel(leaf))
+    return {key: jnp.concatenate(parts) for key, parts in groups.items()}
+
+  def unravel(flat, like):
+    leaves, treedef = jax.tree_util.tree_flatten(like)
+    offsets: dict[str, int] = {}
+    out = []
+    for leaf in leaves:
+      key = _group(leaf, decay_groups)
+      start, size = offsets.get(key, 0), leaf.size
+      out.append(jax.lax.slice(flat[key], (start,), (start + size,)).reshape(leaf.shape).astype(leaf.dtype))
+      offsets[key] = start + size
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+  def init(params):
+    return inner.init(ravel(params))
+
+  def update(updates, state, params=None):
+    flat, state = inner.update(ravel(updates), state, None if params is None else ravel(params))
+    return unravel(flat, updates), state
+
+  return FusedUpdate(init, update)
+
+
 def make_optimizer(cfg, d_model: int | None = None):
-  """(optax transformation, schedule) from ``cfg`` = the config's ``train`` section."""
+  """(optax transformation, schedule) from ``cfg`` = the config's ``train`` section; with ``fused_update`` the
+  same optimiser over flat vectors (:func:`fused_update`)."""
+  fused = bool(cfg.get("fused_update", False))
   schedule = learning_rate_schedule(cfg, d_model)
   parts = []
   if cfg.grad_clip_norm and cfg.grad_clip_norm > 0:
@@ -56,6 +104,8 @@ def make_optimizer(cfg, d_model: int | None = None):
     # mask wraps the optimiser state: without weight decay there is none, so that the state (and every checkpoint
     # of a run without weight decay) keeps the layout it always had
     mask = (lambda params: jax.tree_util.tree_map(lambda p: p.ndim > 1, params)) if cfg.weight_decay else None
+    if fused and cfg.weight_decay:  # the flat vectors are grouped by the same rule
+      mask = lambda flat: {key: key.endswith("_decayed") for key in flat}
     parts.append(optax.adamw(schedule, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps,
                              weight_decay=cfg.weight_decay, mask=mask))
   elif name == "sgd":
@@ -67,4 +117,7 @@ def make_optimizer(cfg, d_model: int | None = None):
     parts.append(optax.adagrad(schedule, initial_accumulator_value=0.1))
   else:
     raise ValueError(f"train.optimizer must be one of {OPTIMIZERS}, got {name!r}")
-  return optax.chain(*parts), schedule
+  tx = optax.chain(*parts)
+  if fused:
+    tx = fused_update(tx, decay_groups=name == "adam" and bool(cfg.weight_decay))
+  return tx, schedule

@@ -12,6 +12,7 @@ import optax
 
 from attnjax.runtime import partitioning
 from attnjax.runtime.params import init_params
+from attnjax.training.optim import FusedUpdate
 
 
 @flax.struct.dataclass
@@ -28,8 +29,16 @@ def state_shardings(model, tx, mesh, rules, rng):
   param_sharding = partitioning.logical_sharding(nn.get_partition_spec(boxed), mesh, rules)
   abstract = jax.eval_shape(lambda r: _make_state(model, tx, r), rng)
   replicated = partitioning.replicated(mesh)
-  opt_sharding = optax.tree_map_params(tx, lambda _, s: s, abstract.opt_state, param_sharding,
-                                       transform_non_params=lambda _: replicated)
+  if isinstance(tx, FusedUpdate):  # one flat vector per group: replicated, as the parameters must be
+    sharded = [s.spec for s in jax.tree_util.tree_leaves(param_sharding) if not s.is_fully_replicated]
+    if sharded:
+      raise ValueError(f"train.fused_update needs replicated parameters, but the mesh {dict(mesh.shape)} shards "
+                       f"{len(sharded)} of them (first: {sharded[0]}): use a data-parallel mesh or "
+                       "--config.train.fused_update=False")
+    opt_sharding = jax.tree_util.tree_map(lambda _: replicated, abstract.opt_state)
+  else:
+    opt_sharding = optax.tree_map_params(tx, lambda _, s: s, abstract.opt_state, param_sharding,
+                                         transform_non_params=lambda _: replicated)
   sharding = TrainState(step=replicated, params=param_sharding, opt_state=opt_sharding, rng=replicated)
   return abstract, sharding
 
