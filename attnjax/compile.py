@@ -43,15 +43,18 @@ _OUT = None
 COST_TITLE = "# Cost of the study on its targets\n\n"  # the --out page's title (a docs page)
 _DECODE = None
 _RENDER = None
+_SET = None
 
 
 def define_flags() -> None:
-  global _CONFIG, _TARGET, _ALL, _OUT, _DECODE, _RENDER
+  global _CONFIG, _TARGET, _ALL, _OUT, _DECODE, _RENDER, _SET
   _CONFIG = flags.DEFINE_string("config", None, "experiment file (optionally FILE:TARGET)")
   _TARGET = flags.DEFINE_string("target", None, "target to compile for (default: the experiment's own)")
   _ALL = flags.DEFINE_bool("all", False, "compile every experiment of the study (experiments/<task>/<model>.py)")
   _OUT = flags.DEFINE_string("out", None, "with --all: write the cost table (markdown) here")
   _DECODE = flags.DEFINE_bool("decode", True, "also compile the beam-search decode step")
+  _SET = flags.DEFINE_multi_string("set", [], "config overrides KEY=VALUE after the target, e.g. "
+                                   "--set=model.implementation=xla --set=train.fused_update=true")
   _RENDER = flags.DEFINE_string("render", None, "only re-render --out from the JSON a previous --all run wrote beside "
                                 "its table (no compilation), e.g. after a change to the table's columns")
 
@@ -62,6 +65,25 @@ GiB = 1024**3
 
 class DoesNotFit(ValueError):
   pass
+
+
+def _parse_value(text: str, current):
+  """``text`` as the type of the key's current value (a bool from true/false, a number), else JSON, else the
+  string."""
+  if isinstance(current, bool):
+    if text.lower() not in ("true", "false"):
+      raise app.UsageError(f"expected true or false, got {text!r}")
+    return text.lower() == "true"
+  if isinstance(current, int):
+    return int(text)
+  if isinstance(current, float):
+    return float(text)
+  if current is None:
+    try:
+      return json.loads(text)
+    except json.JSONDecodeError:
+      pass
+  return text
 
 
 def load_experiment(spec: str, target: str | None = None):
@@ -391,6 +413,17 @@ def main(argv):
   reports, failures = [], []
   for spec in specs:
     config = load_experiment(spec, _TARGET.value)
+    for item in _SET.value:
+      key, sep, value = item.partition("=")
+      if not sep:
+        raise app.UsageError(f"--set takes KEY=VALUE, got {item!r}")
+      section, _, name = key.rpartition(".")
+      node = config
+      for part in section.split(".") if section else []:
+        if part not in node:
+          raise app.UsageError(f"--set={item}: config has no section {part!r}")
+        node = node[part]
+      node[name] = _parse_value(value, node.get(name))  # a key the experiment lacks: validated when built
     report = compile_experiment(config, spec.partition(":")[0], decode=_DECODE.value)
     print_report(report)
     reports.append(report)

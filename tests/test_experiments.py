@@ -277,3 +277,13 @@ def test_the_lm_data_sweep_trains_each_point_to_16m_tokens_or_16_epochs_whicheve
     assert config.data.batch_size * config.data.seq_len == 4096
     steps[config.data.train_tokens] = config.train.steps
   assert steps == {125_000: 3906, 250_000: 3906, 500_000: 3906, 1_000_000: 3906, 2_000_000: 7812, 4_000_000: 15625}
+
+
+def test_the_compile_tool_s_overrides_take_the_type_of_the_value_they_replace():
+  from absl import app  # pylint: disable=g-import-not-at-top
+  parse = compile_lib._parse_value  # pylint: disable=protected-access
+  assert parse("true", False) is True and parse("False", True) is False
+  assert parse("3", 1) == 3 and isinstance(parse("3", 1.0), float) and parse("xla", "auto") == "xla"
+  assert parse("[1, 2]", None) == [1, 2] and parse("cudnn", None) == "cudnn"
+  with pytest.raises(app.UsageError, match="expected true or false, got 'yes'"):
+    parse("yes", False)
