@@ -66,19 +66,22 @@ def score_lead(config, split: str, n: int = 3) -> tuple[dict, list[str]]:
   return result, hypotheses
 
 
-def score_no_answer(config, split: str) -> tuple[dict, dict[str, str]]:
+def score_no_answer(config, split: str) -> tuple[dict, dict[str, str], dict[str, list]]:
   """Always "no answer" on every question of ``split`` (a SQuAD 2.0 task): (result in the layout of
-  ``metrics.<split>.json``, the predictions, ``""`` for every question id). Its F1 is the share of unanswerable
-  questions: what a reader must beat to show it answers where there is an answer."""
+  ``metrics.<split>.json``, the predictions, ``""`` for every question id, and the per-question scores a reader's
+  evaluation writes, for paired comparisons). Its F1 is the share of unanswerable questions: what a reader must beat
+  to show it answers where there is an answer."""
   from attnjax.data import squad  # pylint: disable=g-import-not-at-top
-  from attnjax.families.span_qa import score_spans  # pylint: disable=g-import-not-at-top
+  from attnjax.families.span_qa import question_scores, score_spans  # pylint: disable=g-import-not-at-top
   questions = families.load_split(config.data, split)
   if squad.squad_version(questions) != "2.0":
     raise ValueError(f"--baseline=no_answer: the {split} split has no unanswerable question (a SQuAD 1.1 task)")
   predictions = {q.qid: "" for q in questions}
   scores = score_spans(predictions, questions, ("exact_match", "f1"), "2.0",
                        no_answer_probs={q.qid: 1.0 for q in questions})
-  return {"split": split, "examples": len(questions), "step": None, "steps": [], **scores}, predictions
+  per_question = question_scores(predictions, questions, "2.0")
+  return ({"split": split, "examples": len(questions), "step": None, "steps": [], **scores}, predictions,
+          per_question)
 
 
 def context_free(workdir, split: str) -> dict[str, float]:
@@ -146,9 +149,11 @@ def main(argv):
   for split in FLAGS.split:
     start = time.perf_counter()
     if FLAGS.baseline == "no_answer":
-      result, predictions = score_no_answer(config, split)
+      result, predictions, per_question = score_no_answer(config, split)
       result["predictions"] = str(fs.join(workdir, f"predictions.{split}.no_answer.json"))
       fs.write_json(result["predictions"], predictions, indent=1)
+      result["question_scores"] = str(fs.join(workdir, f"question_scores.{split}.no_answer.json"))
+      fs.write_json(result["question_scores"], per_question)
       shown = ("exact_match", "f1", "HasAns_f1", "NoAns_f1")
     else:
       result, hypotheses = score_lead(config, split, n=3)

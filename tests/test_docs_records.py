@@ -24,6 +24,7 @@ PAGES = {
     "docs/transfer_study": "results/transfer",
     "docs/scaling_study": "results/scaling",
     "docs/summarization": "results/summarization",
+    "docs/squad2_study": "results/squad2",
 }
 # sections whose rows are recomputed from the data sets, not read from the records
 DATA_SECTIONS = re.compile(r"by (source|article) length")
@@ -217,6 +218,16 @@ def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
   row("SQuAD", f"the same, from this project's masked LM ({mlm['train_seconds'] / 3600:.0f} h on Wikipedia, "
       f"{mlm_tokens / 1e6:.1f}M tokens)", squad("squad_transfer/bert_from_mlm/single/default"), "60 min")
   row("SQuAD", "the same, from `all-MiniLM-L6-v2`", squad("squad_transfer/bert_from_minilm/single/default"), "60 min")
+
+  squad2 = _records("results/squad2")
+
+  def squad2_row(run):
+    s = _one(squad2, run=run)["scores"]
+    return f"{s['exact_match']:.2f} / {s['f1']:.2f} ({s['HasAns_f1']:.2f} / {s['NoAns_f1']:.2f})"
+
+  row("SQuAD", 'always answering "no answer"', squad2_row("no_answer"), "—")
+  row("SQuAD", "MiniLM-sized BERT reader with the [CLS] null score, from `all-MiniLM-L6-v2`",
+      squad2_row("squad_v2_cpu/bert_from_minilm/single/default"), "60 min")
 
   lm = _one(scaling, run="wikipedia/lm/size/l4d192")
   from attnjax.report.scaling import non_embedding_params  # pylint: disable=g-import-not-at-top

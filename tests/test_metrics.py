@@ -6,6 +6,7 @@ import math
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from attnjax import metrics
@@ -370,6 +371,10 @@ def test_squad_v2_file_pair_with_no_answer_probabilities(tmp_path, capsys):
   na = _write(tmp_path / "na_prob.json", json.dumps(probs))
   scores = metrics.score_files("squad", preds, data, no_answer_probs_path=na)
   assert scores["best_f1"] == pytest.approx(76.0) and scores["best_f1_thresh"] == 0.4
+  unanswerable = [probs[q] for q, golds in answers.items() if not golds]
+  answerable = [probs[q] for q, golds in answers.items() if golds]
+  pairs = [1.0 if u > a else 0.5 if u == a else 0.0 for u in unanswerable for a in answerable]
+  assert scores["no_answer_auc"] == pytest.approx(sum(pairs) / len(pairs))
   short = _write(tmp_path / "na_short.json", json.dumps({q: p for q, p in probs.items() if q != "q5"}))
   assert metrics.main(["--metric=squad", f"--hyp={preds}", f"--ref={data}", f"--no_answer_probs={short}"]) == 1
   assert "na_short.json: no entry for 1 of the dataset's 5 questions (first: 'q5')" in capsys.readouterr().err
@@ -521,3 +526,20 @@ def test_repeated_and_novel_ngrams_count_as_see_et_al_define_them():
   assert metrics.novel_ngrams(["a b c d", "q"], ["c d x a b", "q"], 1) == pytest.approx(0.0)
   with pytest.raises(ValueError, match="summaries .1. and articles .2."):
     metrics.novel_ngrams(["a"], ["a", "b"], 1)
+
+
+def test_the_no_answer_auc_is_the_share_of_unanswerable_answerable_pairs_ranked_right():
+  """Against a count over every (unanswerable, answerable) pair, ties a half; the dataset's own is_impossible marks
+  the groups (a v2.0 file's unanswerable questions have no answers)."""
+  rng = np.random.default_rng(0)
+  gold = {f"q{i}": ([] if i % 3 else ["a cat"]) for i in range(60)}
+  probs = {q: float(np.round(rng.uniform(), 1)) + (0.3 if not answers else 0.0) for q, answers in gold.items()}
+  pos = [probs[q] for q, a in gold.items() if not a]
+  neg = [probs[q] for q, a in gold.items() if a]
+  pairs = [1.0 if p > n else 0.5 if p == n else 0.0 for p in pos for n in neg]
+  assert metrics.no_answer_auc(probs, gold) == pytest.approx(sum(pairs) / len(pairs))
+  assert metrics.no_answer_auc({q: 1.0 if not a else 0.0 for q, a in gold.items()}, gold) == 1.0
+  assert metrics.no_answer_auc({q: 0.7 for q in gold}, gold) == 0.5
+  assert metrics.no_answer_auc({"a": 0.2}, {"a": ["x"]}) is None  # one group only
+  with pytest.raises(ValueError, match="no_answer_probs: no probability for 1 question"):
+    metrics.no_answer_auc({"a": 0.2}, {"a": ["x"], "b": []})

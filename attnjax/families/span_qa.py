@@ -80,8 +80,11 @@ def predict_and_score_spans(predictor: inference.SpanPredictor, params, examples
   SQuAD 2.0: each question also gets its no-answer probability (:func:`no_answer_probability`), and the answer is ""
   where it exceeds ``no_answer_threshold`` (None: 0.5, the model's own rule "null score above the best span";
   :data:`CHOOSE`: the threshold that maximises F1 on these questions, ``best_f1_thresh_spans``). The scores add the
-  official best-threshold EM / F1 of the answers and their thresholds, and ``no_answer_threshold``, the one
-  applied."""
+  official best-threshold EM / F1 of the answers and their thresholds, ``no_answer_threshold``, the one applied, and
+  two measures that tell the spans from the no-answer decision: ``HasAns_f1_spans``, the answerable questions' F1
+  had every question been answered with its best span, and ``no_answer_auc``
+  (:func:`attnjax.metrics.squad.no_answer_auc`), how well the no-answer probabilities rank the unanswerable
+  questions above the answerable ones."""
   chosen = inference.predict_spans(predictor, params, examples, max_question_len=max_question_len,
                                    max_context_len=max_context_len, batch_size=batch_size, null_margins=True)
   spans = squad.predictions_from_spans([example for example, _, _ in chosen], [span for _, span, _ in chosen])
@@ -101,7 +104,10 @@ def predict_and_score_spans(predictor: inference.SpanPredictor, params, examples
   if jax.process_index() == 0:
     scores = score_spans(answers, examples, names, version, no_answer_probs=probs)
     scores.update(no_answer_threshold=threshold, best_f1_thresh_spans=float(spans_only["best_f1_thresh"]),
-                  best_f1_spans=float(spans_only["best_f1"]))
+                  best_f1_spans=float(spans_only["best_f1"]), HasAns_f1_spans=float(spans_only["HasAns_f1"]))
+    auc = metrics_lib.no_answer_auc(probs, squad.gold_answers(examples))
+    if auc is not None:
+      scores["no_answer_auc"] = auc
   return Predictions(inference.broadcast_json(scores), {}, answers=answers, no_answer_probs=probs)
 
 

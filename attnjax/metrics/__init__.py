@@ -17,8 +17,8 @@ Everything is importable from here: ``from attnjax import metrics; metrics.bleu(
 from attnjax.metrics.cli import main
 from attnjax.metrics.corpus import MetricResult, MetricUnavailableError, References
 from attnjax.metrics.files import FILE_METRICS, PathLike, read_segments, score_files, score_squad_files
-from attnjax.metrics.squad import (best_no_answer_threshold, normalize_answer, squad_exact_match, squad_f1,
-                                  squad_question_scores, squad_scores)
+from attnjax.metrics.squad import (best_no_answer_threshold, no_answer_auc, normalize_answer, squad_exact_match,
+                                  squad_f1, squad_question_scores, squad_scores)
 from attnjax.metrics.summarization import (ROUGE_TYPES, lead, novel_ngrams, repeated_ngrams, rouge, rouge_signature,
                                            split_sentences, summary_statistics)
 from attnjax.metrics.translation import (METEOR_INSTALL_HINT, METEOR_STEMMERS, bleu, check_meteor_available,
@@ -32,7 +32,8 @@ _load_wordnet = load_wordnet
 __all__ = [
     "FILE_METRICS", "METEOR_INSTALL_HINT", "METEOR_STEMMERS", "ROUGE_TYPES", "MetricResult", "MetricUnavailableError",
     "PathLike", "References", "bleu", "check_meteor_available", "check_meteor_language", "chrf", "lead",
-    "load_wordnet", "main", "meteor", "normalize_answer", "novel_ngrams", "read_segments", "repeated_ngrams", "rouge",
-    "rouge_signature", "score_files", "score_squad_files", "split_sentences", "squad_exact_match", "squad_f1",
-    "squad_question_scores", "squad_scores", "best_no_answer_threshold", "summary_statistics", "ter",
+    "load_wordnet", "main", "meteor", "no_answer_auc", "normalize_answer", "novel_ngrams", "read_segments",
+    "repeated_ngrams", "rouge", "rouge_signature", "score_files", "score_squad_files", "split_sentences",
+    "squad_exact_match", "squad_f1", "squad_question_scores", "squad_scores", "best_no_answer_threshold",
+    "summary_statistics", "ter",
 ]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any, Union
 
 from attnjax.metrics.corpus import MetricResult
-from attnjax.metrics.squad import squad_scores
+from attnjax.metrics.squad import _squad_gold, no_answer_auc, squad_scores  # pylint: disable=protected-access
 from attnjax.metrics.summarization import rouge, split_sentences
 from attnjax.metrics.translation import bleu, chrf, meteor, ter
 
@@ -42,7 +42,8 @@ def score_squad_files(predictions_path: PathLike, dataset_path: PathLike, *, ver
   """SQuAD EM / F1 of a predictions file against a dataset file, as the official scripts take them: predictions
   ``{"question id": "answer text", ...}`` (``""`` = no answer), the dataset in the official JSON format (optionally
   gzipped), and for v2.0 optionally the no-answer probability file ``{"question id": p, ...}`` (adds the official
-  best-threshold EM / F1 and their thresholds). ``version`` defaults to "2.0" if the dataset has an ``is_impossible``
+  best-threshold EM / F1 and their thresholds, and ``no_answer_auc`` over the questions it gives a probability:
+  :func:`attnjax.metrics.squad.no_answer_auc`). ``version`` defaults to "2.0" if the dataset has an ``is_impossible``
   question, else "1.1". Every question of the dataset counts: a predictions (or probability) file without some of its
   ids is refused, naming how many and the first, unless ``allow_missing`` (they then score 0)."""
   predictions = _read_json(predictions_path, "the predictions file")
@@ -65,7 +66,13 @@ def score_squad_files(predictions_path: PathLike, dataset_path: PathLike, *, ver
     if missing and not allow_missing:
       raise ValueError(f"{os.fspath(path)}: no entry for {len(missing)} of the dataset's {len(questions)} questions "
                        f"(first: {missing[0]!r}); every question counts")
-  return squad_scores(predictions, dataset, version=version, no_answer_probs=probs)
+  scores = squad_scores(predictions, dataset, version=version, no_answer_probs=probs)
+  if probs is not None and version == "2.0":
+    gold = {qid: answers for qid, answers in _squad_gold(dataset).items() if qid in probs}
+    auc = no_answer_auc(probs, gold)
+    if auc is not None:
+      scores["no_answer_auc"] = auc
+  return scores
 
 
 def score_files(metric: str, hypothesis_path: PathLike, reference_path: PathLike | Sequence[PathLike],

@@ -206,3 +206,22 @@ def best_no_answer_threshold(predictions: Mapping[str, str], raw_scores: Mapping
     if current > best:
       best, threshold = current, float(no_answer_probs.get(qid, 0.0))
   return 100.0 * best / total, threshold
+
+
+def no_answer_auc(no_answer_probs: Mapping[str, float], dataset_or_answers: Mapping[str, Any]) -> float | None:
+  """How well a reader's no-answer probabilities separate the unanswerable questions from the answerable ones: the
+  area under the ROC curve, the probability that a random unanswerable question gets a higher no-answer probability
+  than a random answerable one (ties count a half): 0.5 is chance, 1.0 a perfect ranking, whatever the threshold.
+  The Mann-Whitney U statistic over the two groups, normalised; None when the split lacks either group."""
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+
+  gold = _squad_gold(dataset_or_answers)
+  missing = sorted(set(gold) - set(no_answer_probs))
+  if missing:
+    raise ValueError(f"no_answer_probs: no probability for {len(missing)} question(s), e.g. {missing[0]!r}")
+  unanswerable = [float(no_answer_probs[q]) for q, answers in gold.items() if not any(a.strip() for a in answers)]
+  answerable = [float(no_answer_probs[q]) for q, answers in gold.items() if any(a.strip() for a in answers)]
+  if not unanswerable or not answerable:
+    return None
+  u = stats.mannwhitneyu(unanswerable, answerable, alternative="two-sided").statistic
+  return float(u) / (len(unanswerable) * len(answerable))

@@ -42,6 +42,9 @@ Written into ``--out`` (a local directory or a URL), all through :mod:`attnjax.f
 * ``transfer_<task>.png`` and a section: span-QA readers that differ only in their starting weights (a run with
   ``train.init_encoder_from``), with the seed's numbers, the pre-training budgets, the claim and the goals
   (:mod:`attnjax.report.transfer`).
+* ``squad2_<task>.png`` and a section: SQuAD 2.0 readers with HasAns / NoAns F1, the share of questions each answered,
+  the no-answer threshold chosen on validation, the seed's 2.0 numbers, the claims and goals judged on paired
+  paragraph-bootstrap intervals of F1 (:mod:`attnjax.report.squad2`).
 * ``lm_scaling_{N,D,C}_<experiment>.png`` and sections: a language model's three scaling laws (its ``size`` and
   ``data`` sweeps), its position extrapolation (``positional``), and their claims (:mod:`attnjax.report.lm_scaling`).
 * ``extrapolation.png`` and a section: exact match by source length of every evaluated run of the synthetic
@@ -176,6 +179,9 @@ def write_report(roots: Iterable[fs.PathLike], out: fs.PathLike) -> str:
     sections.append("## Loss against model size\n\n" + scaling.scaling_section(name, points, plot))
   from attnjax.report import transfer  # pylint: disable=g-import-not-at-top
   text = transfer.transfer_section(records, out)
+  sections += [text] if text else []
+  from attnjax.report import squad2  # pylint: disable=g-import-not-at-top
+  text = squad2.squad2_section(records, out)
   sections += [text] if text else []
   from attnjax.report import lm_scaling  # pylint: disable=g-import-not-at-top
   sections += lm_scaling.sections(records, out)

@@ -58,10 +58,12 @@ def _source(record: dict) -> str | None:
 
 
 def _readers(records: list[dict]) -> dict[str, list[dict]]:
-  """``{task: [evaluated span-QA runs]}`` for the tasks where one of them starts from a pre-trained encoder."""
+  """``{task: [evaluated span-QA runs]}`` for the SQuAD 1.1 tasks where one of them starts from a pre-trained encoder
+  (2.0 runs have their own section, :mod:`attnjax.report.squad2`)."""
   by_task: dict[str, list[dict]] = {}
   for r in records:
-    if r.get("kind") == "extractive_qa" and r["state"] == "evaluated" and r["scores"].get("exact_match") is not None:
+    if (r.get("kind") == "extractive_qa" and r["state"] == "evaluated" and r["scores"].get("exact_match") is not None
+        and "HasAns_f1" not in (r.get("metrics") or {})):
       by_task.setdefault(r["task"], []).append(r)
   return {task: runs for task, runs in by_task.items() if any(_source(r) for r in runs)}
 
@@ -138,7 +140,7 @@ def context_verdict(scores: dict, baseline: dict) -> str:
   return "its loss is above theirs, so it had not yet learnt to use context."
 
 
-def _fine_tuning(record: dict) -> str:
+def fine_tuning(record: dict) -> str:
   data = (record.get("config") or {}).get("data") or {}
   step = record.get("trained_step")
   if not step:
@@ -164,11 +166,11 @@ def transfer_section(records: list[dict], out: fs.PathLike) -> str | None:
         reached[mlm["run"]] = _pretraining_reached(mlm)
       seed = SEED_EM["pre-trained"] if source else SEED_EM.get(r["label"])
       rows.append([r["label"] or "?", start, f"{r['scores']['exact_match']:.2f}", f"{r['scores'].get('f1', 0):.2f}",
-                   "—" if seed is None else f"{seed}", _fine_tuning(r), budget, r["run"]])
+                   "—" if seed is None else f"{seed}", fine_tuning(r), budget, r["run"]])
     table = markdown_table(["reader", "starts from", f"{readers[0]['split']} EM", f"{readers[0]['split']} F1",
                             "seed EM (SQuAD v1.1)", "fine-tuning", "pre-training", "run"], rows)
     plot = f"transfer_{task}.png"
-    _plot_curves(readers, fs.join(out, plot))
+    plot_f1_curves(readers, fs.join(out, plot))
     lines = "".join(f"{line}\n\n" for line in reached.values() if line)
     sections.append(f"### {task}\n\n{table}\n\n{lines}{_claim_and_goals(by_role, own)}\n\n"
                     f"![fine-tuning curves]({plot})")
@@ -179,10 +181,10 @@ def transfer_section(records: list[dict], out: fs.PathLike) -> str | None:
           "(`attnjax/report/transfer.py`).\n\n" + "\n\n".join(sections))
 
 
-def _question_em(runs: list[dict]) -> tuple[dict[str, float], dict[str, int]] | None:
-  """Question id -> EM (0..1, the mean over the runs: seeds of one reader) and question id -> paragraph, from the
-  runs' ``question_scores`` files; None when a run has none (scored before they were written) or they differ in
-  their questions."""
+def question_scores(runs: list[dict], column: int = 0) -> tuple[dict[str, float], dict[str, int]] | None:
+  """Question id -> EM (``column`` 0) or F1 (1), in 0..1, the mean over the runs (seeds of one reader), and question
+  id -> paragraph, from the runs' ``question_scores`` files; None when a run has none (scored before they were
+  written) or they differ in their questions."""
   tables = []
   for r in runs:
     path = evaluation_file(r, "question_scores")
@@ -195,7 +197,7 @@ def _question_em(runs: list[dict]) -> tuple[dict[str, float], dict[str, int]] | 
       return None
   if any(set(t) != set(tables[0]) for t in tables):
     return None
-  return ({qid: float(np.mean([t[qid][0] for t in tables])) for qid in tables[0]},
+  return ({qid: float(np.mean([t[qid][column] for t in tables])) for qid in tables[0]},
           {qid: int(row[2]) for qid, row in tables[0].items()})
 
 
@@ -223,7 +225,7 @@ def _claim_and_goals(by_role: dict[str, list[dict]], own: dict[str, int]) -> str
   averaged; ``own``: the sources pre-trained by this project (runs of the report), each with the tokens it had seen
   (0 where unknown; a missed goal sets them against BERT's)."""
   em = {role: sum(r["scores"]["exact_match"] for r in runs) / len(runs) for role, runs in by_role.items()}
-  per_question = {role: _question_em(runs) for role, runs in by_role.items()}
+  per_question = {role: question_scores(runs) for role, runs in by_role.items()}
   paired = all(v is not None for v in per_question.values()) and len(
       {frozenset(v[0]) for v in per_question.values()}) == 1
   scratch, lstm = em.get("scratch"), em.get("lstm")
@@ -290,7 +292,7 @@ def _why_missed(gain: float, tokens: int | None) -> str:
           "had learnt to use context")
 
 
-def _plot_curves(readers: list[dict], path: fs.PathLike) -> None:
+def plot_f1_curves(readers: list[dict], path: fs.PathLike) -> None:
   """Validation F1 against fine-tuning step, one line per reader."""
   figure = figures.figure(5.0, 3.4)
   ax = figure.add_subplot()
@@ -301,5 +303,6 @@ def _plot_curves(readers: list[dict], path: fs.PathLike) -> None:
   ax.set_xlabel("fine-tuning step")
   ax.set_ylabel("validation F1")
   ax.grid(alpha=0.3)
-  ax.legend(fontsize=7)
+  if ax.get_lines():
+    ax.legend(fontsize=7)
   figures.write_png(figure, path)

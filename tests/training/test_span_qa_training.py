@@ -151,6 +151,13 @@ def test_squad2_threshold_is_chosen_on_validation_and_applied_to_test_with_the_o
   for key in ("exact_match", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "best_exact",
               "best_exact_thresh", "best_f1", "best_f1_thresh"):
     assert result[key] == pytest.approx(official[key]), key
+  # the spans apart from the decision: answering every question can only add to the answerable ones' F1, and the
+  # AUC is the pairs' count over the written probabilities
+  assert result["HasAns_f1_spans"] >= result["HasAns_f1"]
+  unanswerable = [p for q, p in probs.items() if not gold[q]]
+  answerable = [p for q, p in probs.items() if gold[q]]
+  pairs = [1.0 if u > a else 0.5 if u == a else 0.0 for u in unanswerable for a in answerable]
+  assert result["no_answer_auc"] == pytest.approx(sum(pairs) / len(pairs))
 
 
 def test_a_squad_1_1_file_given_to_a_2_0_task_is_one_line(tmp_path):
@@ -165,9 +172,12 @@ def test_the_always_no_answer_baseline_scores_the_share_of_unanswerable_question
   from attnjax import baselines  # pylint: disable=g-import-not-at-top
   config = qa_config(tmp_path, steps=1, unanswerable=0.4)
   gold = answers(synthetic_squad(40, seed=1, unanswerable=0.4))
-  result, predictions = baselines.score_no_answer(config, "validation")
+  result, predictions, per_question = baselines.score_no_answer(config, "validation")
   share = 100 * np.mean([not texts for texts in gold.values()])
   assert predictions == {qid: "" for qid in gold} and result["examples"] == len(gold)
+  # per question, for paired comparisons: 1 exactly where the question has no answer
+  assert {qid: row[:2] for qid, row in per_question.items()} == {
+      qid: [float(not texts)] * 2 for qid, texts in gold.items()}
   assert result["f1"] == pytest.approx(share) and result["exact_match"] == pytest.approx(share)
   assert result["NoAns_f1"] == 100.0 and result["HasAns_f1"] == 0.0
   (tmp_path / "v1").mkdir()
