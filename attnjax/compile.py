@@ -290,7 +290,7 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
                                      grad_accum_steps=config.train.grad_accum_steps, batch_sharding=batch_sharding,
                                      **loss)
   with fused.compiling_for(platform), fused.record_fused_calls() as calls:
-    lowered = train_step.lower(state, batch)
+    lowered = train_step.lower(state, batch, *steps.step_arguments(schedule, 0.0))
   compiled = lowered.compile()
   step = _memory(compiled)
   census = kernel_census(compiled.as_text())

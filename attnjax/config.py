@@ -21,7 +21,7 @@ from attnjax import fs
 
 # What train.optimizer and train.schedule may name (attnjax.training.optim builds them).
 OPTIMIZERS = ("adam", "sgd", "adadelta", "adagrad")
-SCHEDULES = ("rsqrt", "constant", "linear_warmup_cosine", "linear", "halving")
+SCHEDULES = ("rsqrt", "constant", "linear_warmup_cosine", "linear", "halving", "budget_linear")
 DECODERS = ("greedy", "beam")
 # What train.best_metric may name: a metric value of the evaluation.
 METRICS = ("exact_match", "bleu", "chrf", "ter", "meteor", "rouge1", "rouge2", "rougeL", "rougeLsum", "f1", "loss",
@@ -257,6 +257,9 @@ def _check_train(t, d) -> None:
     _fail("train.optimizer", f"must be one of {OPTIMIZERS}, got {t.optimizer!r}")
   if t.schedule not in SCHEDULES:
     _fail("train.schedule", f"must be one of {SCHEDULES}, got {t.schedule!r}")
+  if t.schedule == "budget_linear" and not t.get("time_limit_minutes"):
+    _fail("train.schedule", "'budget_linear' decays to 0 at the end of the time budget: set "
+          "train.time_limit_minutes")
   if not isinstance(t.get("fused_update", False), bool):
     _fail("train.fused_update", f"must be a bool, got {t.fused_update!r}")
   if (d.batch_size is None) == (d.max_tokens is None):

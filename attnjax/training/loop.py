@@ -347,14 +347,17 @@ class _Throughput:
     asynchronously (no device sync)."""
     batch = steps.global_batch(local, exp.mesh, exp.rules)
     shape_key = tuple((key, local[key].shape) for key in sorted(local))
+    # a schedule tied to the time budget reads the share of it used so far (across restarts)
+    limit = exp.config.train.time_limit_minutes
+    extra = steps.step_arguments(exp.schedule, self.train_seconds() / (60 * limit) if limit else 0.0)
     if shape_key not in self.compiled:  # its FLOP count from XLA
       t0 = _clock()
-      self.compiled[shape_key] = exp.train_step.lower(exp.state, batch).compile()
+      self.compiled[shape_key] = exp.train_step.lower(exp.state, batch, *extra).compile()
       self.window_start += _clock() - t0  # compilation is not training throughput
       cost = self.compiled[shape_key].cost_analysis()
       cost = cost[0] if isinstance(cost, (list, tuple)) else cost
       self.flops_by_shape[shape_key] = float((cost or {}).get("flops", 0.0))
-    exp.state, metrics = self.compiled[shape_key](exp.state, batch)
+    exp.state, metrics = self.compiled[shape_key](exp.state, batch, *extra)
     self.metrics.append(metrics)
     self.flops += self.flops_by_shape[shape_key]
     self.tokens += exp.family.tokens(local) * jax.process_count()  # host-side: no device sync per step

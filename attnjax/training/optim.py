@@ -2,7 +2,8 @@
 
 Vaswani et al. 2017 §5.3: Adam(β₁ 0.9, β₂ 0.98, ε 1e-9) and lr = d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)
 ("rsqrt"), here optionally times a ``learning_rate`` factor. Also ``constant``, ``linear_warmup_cosine``, ``linear``
-(BERT's warm-up then linear decay to 0) and ``halving`` (the RNN papers' plain SGD schedule: constant, then halved every ``decay_every`` steps from
+(BERT's warm-up then linear decay to 0 at ``train.steps``), ``budget_linear`` (the same shape tied to the time budget,
+:class:`BudgetSchedule`) and ``halving`` (the RNN papers' plain SGD schedule: constant, then halved every ``decay_every`` steps from
 ``decay_start``: Sutskever et al. 2014 halve every half epoch after 5 epochs, Luong et al. 2015 every epoch after 5).
 Gradient clipping by global norm precedes the optimiser: ``adam`` (AdamW with ``weight_decay`` on the matrices only), ``sgd`` (with
 ``momentum``, Nesterov's when ``nesterov``: ConvS2S), ``adadelta`` (RNNsearch) or ``adagrad`` (See et al. 2017).
@@ -17,9 +18,40 @@ import optax
 from attnjax.config import OPTIMIZERS, SCHEDULES  # the names the config check accepts, beside the config
 
 
+class BudgetSchedule:
+  """A learning rate tied to the run's time budget, not to a step count (Izsak et al. 2021; Geiping & Goldstein
+  2022): linear warm-up over the first ``warmup_steps`` steps, then linear decay that reaches 0 when the budget
+  (``train.time_limit_minutes``) is spent, however fast the machine steps:
+
+      lr(step, p) = learning_rate · min((step + 1) / warmup_steps, 1) · max(1 − p, 0),
+
+  where ``p`` is the share of the budget used before the step (training seconds over the whole run, restarts
+  included, over ``60 · time_limit_minutes``). A step count cannot know ``p``, so the train step takes it as an
+  argument (:func:`attnjax.training.steps.make_train_step`) and scales the optimiser's update by this rate; the
+  optimiser itself is built with a rate of 1 (:func:`make_optimizer`), which for AdamW, SGD with momentum, Adagrad and
+  Adadelta is the same update."""
+
+  needs_progress = True
+
+  def __init__(self, learning_rate: float, warmup_steps: int):
+    self.learning_rate, self.warmup_steps = float(learning_rate), int(warmup_steps)
+
+  def __call__(self, step, progress):
+    step = jnp.asarray(step, jnp.float32)
+    warm = jnp.minimum((step + 1.0) / max(self.warmup_steps, 1), 1.0) if self.warmup_steps else 1.0
+    return self.learning_rate * warm * jnp.maximum(1.0 - jnp.asarray(progress, jnp.float32), 0.0)
+
+
+def needs_progress(schedule) -> bool:
+  """Whether ``schedule`` reads the share of the time budget used (the train step then takes it as an argument)."""
+  return bool(getattr(schedule, "needs_progress", False))
+
+
 def learning_rate_schedule(cfg, d_model: int | None = None):
   """``cfg``: ``schedule``, ``learning_rate``, ``warmup_steps``, ``steps``."""
   name, lr, warmup = cfg.schedule, float(cfg.learning_rate), int(cfg.warmup_steps)
+  if name == "budget_linear":
+    return BudgetSchedule(lr, warmup)
   if name == "rsqrt":
     if d_model is None:
       raise ValueError("schedule 'rsqrt' needs the model's d_model")
@@ -95,6 +127,7 @@ def make_optimizer(cfg, d_model: int | None = None):
   same optimiser over flat vectors (:func:`fused_update`)."""
   fused = bool(cfg.get("fused_update", False))
   schedule = learning_rate_schedule(cfg, d_model)
+  rate = 1.0 if needs_progress(schedule) else schedule  # the train step scales the update by the budget's rate
   parts = []
   if cfg.grad_clip_norm and cfg.grad_clip_norm > 0:
     parts.append(optax.clip_by_global_norm(cfg.grad_clip_norm))
@@ -106,15 +139,15 @@ def make_optimizer(cfg, d_model: int | None = None):
     mask = (lambda params: jax.tree_util.tree_map(lambda p: p.ndim > 1, params)) if cfg.weight_decay else None
     if fused and cfg.weight_decay:  # the flat vectors are grouped by the same rule
       mask = lambda flat: {key: key.endswith("_decayed") for key in flat}
-    parts.append(optax.adamw(schedule, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps,
+    parts.append(optax.adamw(rate, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps,
                              weight_decay=cfg.weight_decay, mask=mask))
   elif name == "sgd":
     momentum = cfg.get("momentum", 0.0) or None
-    parts.append(optax.sgd(schedule, momentum=momentum, nesterov=bool(cfg.get("nesterov", False)) and bool(momentum)))
+    parts.append(optax.sgd(rate, momentum=momentum, nesterov=bool(cfg.get("nesterov", False)) and bool(momentum)))
   elif name == "adadelta":
-    parts.append(optax.adadelta(schedule, rho=0.95, eps=1e-6))  # Zeiler 2012, as RNNsearch trained
+    parts.append(optax.adadelta(rate, rho=0.95, eps=1e-6))  # Zeiler 2012, as RNNsearch trained
   elif name == "adagrad":
-    parts.append(optax.adagrad(schedule, initial_accumulator_value=0.1))
+    parts.append(optax.adagrad(rate, initial_accumulator_value=0.1))
   else:
     raise ValueError(f"train.optimizer must be one of {OPTIMIZERS}, got {name!r}")
   tx = optax.chain(*parts)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 import functools
@@ -23,6 +24,7 @@ import functools
 from attnjax.data.pipeline import HOST_ONLY_KEYS
 from attnjax.families.seq2seq import seq2seq_loss_stats
 from attnjax.runtime import partitioning
+from attnjax.training import optim
 
 def batch_shardings(keys_and_ndims, mesh, rules):
   """``{key: NamedSharding}`` splitting every array of a batch along its first (batch) axis, from ``{key: ndim}``."""
@@ -48,7 +50,10 @@ def _split_micro(batch, k):
 
 def make_train_step(model, tx, schedule, *, state_sharding, mesh, rules, label_smoothing=0.0, grad_accum_steps=1,
                     loss_fn=None, batch_sharding=None):
-  """Returns ``step(state, batch) -> (state, metrics)``, jit-compiled and sharded; ``state`` is donated.
+  """Returns ``step(state, batch) -> (state, metrics)``, jit-compiled and sharded; ``state`` is donated. With a
+  schedule tied to the time budget (:class:`attnjax.training.optim.BudgetSchedule`) it is ``step(state, batch,
+  progress)``: ``progress`` the share of the budget used, a float32 scalar, and the update is scaled by the
+  schedule's rate there (:func:`step_arguments` gives the trailing arguments either way).
 
   ``loss_fn``: see the module docstring (default: :func:`seq2seq_loss_stats` with ``label_smoothing``).
   ``batch_sharding``: a sharding for every batch array, or a dict of them by key (:func:`batch_shardings`);
@@ -56,8 +61,9 @@ def make_train_step(model, tx, schedule, *, state_sharding, mesh, rules, label_s
   """
   loss_fn = _default_loss(loss_fn, label_smoothing)
 
-  @partitioning.traced_in(mesh, rules)
-  def step(state, batch):
+  budget = optim.needs_progress(schedule)
+
+  def body(state, batch, progress):
     rng = jax.random.fold_in(state.rng, state.step)
 
     def grads_of(micro, i):
@@ -83,16 +89,40 @@ def make_train_step(model, tx, schedule, *, state_sharding, mesh, rules, label_s
     ntokens = jnp.maximum(stats["ntokens"], 1.0)
     grads = jax.tree_util.tree_map(lambda g: g / ntokens, grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    if budget:  # the optimiser ran at rate 1: this step's rate from the share of the budget used
+      rate = schedule(state.step, progress)
+      updates = jax.tree_util.tree_map(lambda u: (u * rate).astype(u.dtype), updates)
+    else:
+      rate = schedule(state.step)
     params = optax.apply_updates(state.params, updates)
     metrics = {"loss": stats["loss_sum"] / ntokens, "nll": stats["nll_sum"] / ntokens, "ntokens": stats["ntokens"],
                **({"accuracy": stats["correct_sum"] / ntokens} if "correct_sum" in stats else {}),
-               "grad_norm": optax.tree.norm(grads), "learning_rate": schedule(state.step)}
+               "grad_norm": optax.tree.norm(grads), "learning_rate": rate}
     return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
   # one sharding for the whole batch dict (a pytree prefix), or one per key
   data = partitioning.batch_sharding(mesh, rules) if batch_sharding is None else batch_sharding
-  return jax.jit(step, in_shardings=(state_sharding, data),
-                 out_shardings=(state_sharding, partitioning.replicated(mesh)), donate_argnums=(0,))
+  replicated = partitioning.replicated(mesh)
+  if budget:
+    @partitioning.traced_in(mesh, rules)
+    def step(state, batch, progress):
+      return body(state, batch, progress)
+
+    return jax.jit(step, in_shardings=(state_sharding, data, replicated), out_shardings=(state_sharding, replicated),
+                   donate_argnums=(0,))
+
+  @partitioning.traced_in(mesh, rules)
+  def step(state, batch):  # pylint: disable=function-redefined
+    return body(state, batch, None)
+
+  return jax.jit(step, in_shardings=(state_sharding, data), out_shardings=(state_sharding, replicated),
+                 donate_argnums=(0,))
+
+
+def step_arguments(schedule, progress: float) -> tuple:
+  """The train step's arguments after ``(state, batch)``: ``(progress,)`` as a float32 scalar for a schedule tied to
+  the time budget, else none."""
+  return (np.float32(progress),) if optim.needs_progress(schedule) else ()
 
 
 def make_eval_step(model, *, state_sharding, mesh, rules, label_smoothing=0.0, loss_fn=None, batch_sharding=None):
