@@ -53,7 +53,13 @@ def _check_lm(model):
   lm.check_exportable(model)
 
 
-_CHECKS = {"transformer": _check_transformer, "decoder_lm": _check_lm}
+def _check_bert(model):
+  if getattr(model, "pre_norm", False):
+    raise ValueError("model.pre_norm=True: Hugging Face's BertModel is post-norm, so a pre-norm BERT encoder has no "
+                     "exact export")
+
+
+_CHECKS = {"transformer": _check_transformer, "decoder_lm": _check_lm, "bert_mlm": _check_bert, "span_qa": _check_bert}
 
 
 def export_workdir(workdir: str, out: str, *, checkpoint: str = "best") -> dict:

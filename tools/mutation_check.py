@@ -188,6 +188,18 @@ MUTANTS = (
            "return lr * d_model**-0.5 * jnp.minimum(step**-0.5, step * max(warmup, 1)**-1.0)",
            (f"{LOSSES}::test_rsqrt_schedule_is_vaswani_equation_3",),
            "Vaswani eq. 3: the warm-up branch step warmup^-1.5"),
+    Mutant("bert-pre-norm-final-norm", "attnjax/models/bert.py",
+           "      x = self.final_norm(x)",
+           "      x = x",
+           ("tests/transfer/test_bert.py::test_a_pre_norm_encoder_is_the_numpy_transcription_with_each_norm_before_its_"
+            "sublayer_and_one_at_the_end",),
+           "Xiong et al. 2020: a pre-norm stack ends with a LayerNorm of the last layer's output"),
+    Mutant("bert-pre-norm-layers", "attnjax/models/bert.py",
+           "relu_dropout_rate=0.0, pre_norm=self.pre_norm, relative=None",
+           "relu_dropout_rate=0.0, pre_norm=False, relative=None",
+           ("tests/transfer/test_bert.py::test_a_pre_norm_encoder_is_the_numpy_transcription_with_each_norm_before_its_"
+            "sublayer_and_one_at_the_end",),
+           "Xiong et al. 2020: pre-norm sublayers x + f(LN(x))"),
     Mutant("budget-schedule-clock-of-this-process", "attnjax/training/loop.py",
            "extra = steps.step_arguments(exp.schedule, self.train_seconds() / (60 * limit) if limit else 0.0)",
            "extra = steps.step_arguments(exp.schedule, (_clock() - self.run_start) / (60 * limit) if limit else 0.0)",

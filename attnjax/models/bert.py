@@ -47,6 +47,10 @@ class BertEncoder(nn.Module):
     initializer_range: the standard deviation of fresh weights (0.02 in BERT).
     implementation: the attention kernel (see :func:`attnjax.kernels.scaled_dot_product_attention`).
     dtype: compute dtype; parameters stay float32.
+    pre_norm: each sublayer normalises its input, x + f(LN(x)), and a final LayerNorm (``final_norm``) follows the
+      last layer (Xiong et al. 2020), where BERT's post-norm layers compute LN(x + f(x)). The embeddings keep their
+      LayerNorm either way. Pre-norm trains stably at the higher learning rates of short pre-training budgets
+      (Geiping & Goldstein 2022); Hugging Face's BertModel is post-norm, so a pre-norm encoder does not export to it.
   """
   vocab_size: int
   d_model: int = 768
@@ -63,6 +67,7 @@ class BertEncoder(nn.Module):
   initializer_range: float = 0.02
   implementation: str = "auto"
   dtype: Any = jnp.float32
+  pre_norm: bool = False
 
   def __post_init__(self):
     for name in ("vocab_size", "d_model", "num_layers", "num_heads", "d_ff", "max_length", "type_vocab_size"):
@@ -83,11 +88,13 @@ class BertEncoder(nn.Module):
     self.embed_norm = nn.LayerNorm(epsilon=self.layer_norm_epsilon, dtype=self.dtype, name="embed_norm")
     self.embed_dropout = nn.Dropout(self.dropout_rate)
     cfg = LayerConfig(d, self.num_heads, self.d_ff, self.dropout_rate, self.attention_dropout_rate,
-                      relu_dropout_rate=0.0, pre_norm=False, relative=None, max_relative_distance=16,
+                      relu_dropout_rate=0.0, pre_norm=self.pre_norm, relative=None, max_relative_distance=16,
                       implementation=self.implementation, dtype=self.dtype, param_dtype=jnp.float32,
                       dropout_bits="threefry", activation=self.activation,
                       layer_norm_epsilon=self.layer_norm_epsilon)
     self.layers = [EncoderLayer(cfg, name=f"layer_{i}") for i in range(self.num_layers)]
+    if self.pre_norm:
+      self.final_norm = nn.LayerNorm(epsilon=self.layer_norm_epsilon, dtype=self.dtype, name="final_norm")
     if self.use_pooler:
       self.pooler = nn.Dense(d, dtype=self.dtype, name="pooler",
                              kernel_init=nn.initializers.normal(std))
@@ -123,6 +130,8 @@ class BertEncoder(nn.Module):
     for layer in self.layers:
       x = layer(x, None, segment_ids=segments, deterministic=deterministic)
       hidden.append(x)
+    if self.pre_norm:
+      x = self.final_norm(x)
     out = {"last_hidden_state": x}
     if self.use_pooler:
       out["pooler_output"] = jnp.tanh(self.pooler(x[:, 0]))
@@ -165,13 +174,14 @@ class BertMaskedLM(nn.Module):
   initializer_range: float = 0.02
   implementation: str = "auto"
   dtype: Any = jnp.float32
+  pre_norm: bool = False
 
   def setup(self):
     self.bert = BertEncoder(self.vocab_size, self.d_model, self.num_layers, self.num_heads, self.d_ff,
                             self.max_length, self.type_vocab_size, self.layer_norm_epsilon, self.activation,
                             self.dropout_rate, self.attention_dropout_rate, use_pooler=False,
                             initializer_range=self.initializer_range, implementation=self.implementation,
-                            dtype=self.dtype, name="bert")
+                            dtype=self.dtype, pre_norm=self.pre_norm, name="bert")
     self.transform = nn.Dense(self.d_model, dtype=self.dtype, name="transform",
                               kernel_init=nn.initializers.normal(self.initializer_range))
     self.transform_norm = nn.LayerNorm(epsilon=self.layer_norm_epsilon, dtype=self.dtype, name="transform_norm")

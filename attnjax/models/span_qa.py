@@ -126,6 +126,8 @@ class SpanQA(nn.Module):
     cls_id / sep_id: the vocabulary's [CLS] and [SEP] ids (bert).
     layer_norm_epsilon: the LayerNorms' epsilon (bert).
     dtype: computation dtype; parameters and logits stay float32.
+    pre_norm: a pre-norm BERT encoder with a final LayerNorm (bert; :class:`attnjax.models.bert.BertEncoder`), as a
+      reader fine-tuned from a pre-norm masked LM must be.
 
   ``__call__(question [B, Q], context [B, C], question_mask=None, context_mask=None, *, deterministic=True)``
   returns ``{"start_logits": [B, C], "end_logits": [B, C], "context_mask": [B, C]}`` plus ``"no_answer_logit": [B]``
@@ -147,6 +149,7 @@ class SpanQA(nn.Module):
   sep_id: int = 102
   layer_norm_epsilon: float = 1e-12  # encoder "bert"
   dtype: Any = jnp.float32
+  pre_norm: bool = False  # encoder "bert"
 
   def __post_init__(self):
     # At construction, so a bad config fails before anything is initialised or compiled.
@@ -162,6 +165,8 @@ class SpanQA(nn.Module):
       raise ValueError(f"positional must be one of {POSITIONAL_ENCODINGS}, got {self.positional!r}")
     if not isinstance(self.allow_no_answer, bool):
       raise ValueError(f"allow_no_answer must be a bool, got {self.allow_no_answer!r}")
+    if self.pre_norm and self.encoder != "bert":
+      raise ValueError(f"pre_norm applies to the BERT encoder (encoder='bert'), got encoder={self.encoder!r}")
     if self.encoder == "transformer" and (isinstance(self.num_heads, bool) or not isinstance(self.num_heads, int)
                                           or self.num_heads < 1):
       raise ValueError(f"num_heads must be a positive integer, got {self.num_heads!r}")
@@ -180,7 +185,7 @@ class SpanQA(nn.Module):
       self.bert = BertEncoder(self.vocab_size, d, self.num_layers, self.num_heads, self.d_ff, self.max_length,
                               layer_norm_epsilon=self.layer_norm_epsilon, dropout_rate=self.dropout_rate,
                               attention_dropout_rate=self.dropout_rate, use_pooler=False, dtype=self.dtype,
-                              name="bert")
+                              pre_norm=self.pre_norm, name="bert")
       self.qa_outputs = nn.Dense(2, dtype=jnp.float32, name="qa_outputs",
                                  kernel_init=nn.initializers.normal(0.02))
       return

@@ -184,11 +184,24 @@ def encoder_params(source: str) -> dict:
   return params
 
 
+def encoder_is_pre_norm(source: str) -> bool:
+  """Whether a pre-trained encoder's layers are pre-norm: an attnjax workdir's ``model.pre_norm``; a Hugging Face
+  BERT is post-norm."""
+  if fs.exists(fs.join(source, "checkpoints")) and fs.exists(fs.join(source, "config.json")):
+    from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
+    return bool(config_lib.load_config(source).model.get("pre_norm", False))
+  return False
+
+
 def init_encoder(exp, source: str) -> None:
   """Puts a pre-trained encoder (:func:`encoder_params`) into ``exp``'s fresh state, in its shardings: fine-tuning
   starts from its weights, with the task's head, the optimiser and the step fresh."""
   if "bert" not in exp.state.params:
     raise ValueError("train.init_encoder_from needs a model with a BERT encoder (model.encoder='bert')")
+  ours, theirs = bool(exp.config.model.get("pre_norm", False)), encoder_is_pre_norm(source)
+  if ours != theirs:
+    raise ValueError(f"train.init_encoder_from={source}: its encoder is {'pre' if theirs else 'post'}-norm, this "
+                     f"model's {'pre' if ours else 'post'}-norm: set model.pre_norm={theirs}")
   merged, new = merge_params(exp.state.params["bert"], encoder_params(source), key="train.init_encoder_from")
   place = lambda tree, like: jax.tree_util.tree_map(lambda x, y: jax.device_put(jnp.asarray(x, y.dtype), y.sharding),
                                                     tree, like)

@@ -127,3 +127,26 @@ def test_an_encoder_that_does_not_fit_the_reader_is_refused_naming_the_parameter
     warm_start.init_encoder(exp, checkpoint)
   with pytest.raises(FileNotFoundError, match="neither a Hugging Face checkpoint"):
     warm_start.init_encoder(exp, str(tmp_path))
+
+
+def test_a_reader_whose_norms_sit_elsewhere_than_its_encoders_is_refused_naming_the_fix(tmp_path):
+  """A Hugging Face BERT is post-norm: a pre-norm reader would put its LayerNorms in other places than the weights
+  were trained with, and silently train the final one from scratch; an attnjax workdir says which it is."""
+  from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
+  checkpoint = write_checkpoint(tmp_path / "bert")
+  config = reader_config(tmp_path, checkpoint, steps=1)
+  config.model.pre_norm = True
+  exp = Experiment(config, str(tmp_path / "probe"))
+  with pytest.raises(ValueError, match=r"train.init_encoder_from=.*bert: its encoder is post-norm, this model's "
+                                       r"pre-norm: set model.pre_norm=False"):
+    warm_start.init_encoder(exp, checkpoint)
+  assert not warm_start.encoder_is_pre_norm(checkpoint)
+  workdir = tmp_path / "mlm"
+  (workdir / "checkpoints").mkdir(parents=True)
+  mlm = config_lib.base_config()
+  mlm.model = dict(name="bert_mlm", pre_norm=True)
+  (workdir / "config.json").write_text(mlm.to_json())
+  assert warm_start.encoder_is_pre_norm(str(workdir))
+  mlm.model.pre_norm = False
+  (workdir / "config.json").write_text(mlm.to_json())
+  assert not warm_start.encoder_is_pre_norm(str(workdir))

@@ -86,8 +86,10 @@ def _gelu(x):  # x Φ(x), Φ the standard normal CDF
   return x * 0.5 * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
 
 
-def numpy_bert(t, config, ids, mask, types):
-  """Devlin et al.'s encoder as Hugging Face's BertModel computes it, in float64: all hidden states and the pooler."""
+def numpy_bert(t, config, ids, mask, types, *, pre_norm=False):
+  """Devlin et al.'s encoder as Hugging Face's BertModel computes it, in float64: all hidden states and the pooler.
+  With ``pre_norm`` each sublayer reads its input normalised by the LayerNorm that post-norm applies after it,
+  x + f(LN(x)), and ``final_norm.weight`` / ``.bias`` normalise the last layer's output (Xiong et al. 2020)."""
   t = {k: v.astype(np.float64) for k, v in t.items()}
   eps, n = config["layer_norm_eps"], config["num_attention_heads"]
   b, length = ids.shape
@@ -99,17 +101,21 @@ def numpy_bert(t, config, ids, mask, types):
   heads = lambda h: h.reshape(b, length, n, -1).transpose(0, 2, 1, 3)  # noqa: E731
   for i in range(config["num_hidden_layers"]):
     p = f"encoder.layer.{i}."
-    q, k, v = (heads(linear(x, f"{p}attention.self.{name}")) for name in ("query", "key", "value"))
+    norm = lambda h, name: _layer_norm(h, t[f"{p}{name}.LayerNorm.weight"], t[f"{p}{name}.LayerNorm.bias"], eps)  # noqa
+    y = norm(x, "attention.output") if pre_norm else x
+    q, k, v = (heads(linear(y, f"{p}attention.self.{name}")) for name in ("query", "key", "value"))
     scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(q.shape[-1])
     scores = np.where(mask[:, None, None, :] > 0, scores, -np.inf)
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
     context = (weights @ v).transpose(0, 2, 1, 3).reshape(b, length, -1)
-    x = _layer_norm(x + linear(context, f"{p}attention.output.dense"), t[f"{p}attention.output.LayerNorm.weight"],
-                    t[f"{p}attention.output.LayerNorm.bias"], eps)
-    ffn = linear(_gelu(linear(x, f"{p}intermediate.dense")), f"{p}output.dense")
-    x = _layer_norm(x + ffn, t[f"{p}output.LayerNorm.weight"], t[f"{p}output.LayerNorm.bias"], eps)
+    x = x + linear(context, f"{p}attention.output.dense")
+    x = x if pre_norm else norm(x, "attention.output")
+    ffn = linear(_gelu(linear(norm(x, "output") if pre_norm else x, f"{p}intermediate.dense")), f"{p}output.dense")
+    x = x + ffn if pre_norm else norm(x + ffn, "output")
     hidden.append(x)
+  if pre_norm:
+    x = _layer_norm(x, t["final_norm.weight"], t["final_norm.bias"], eps)
   pooled = np.tanh(linear(x[:, 0], "pooler.dense"))
   return hidden, pooled
 
@@ -134,6 +140,34 @@ def test_an_imported_tiny_bert_equals_a_numpy_transcription_of_berts_forward_pas
     np.testing.assert_allclose(np.asarray(ours), theirs, atol=1e-5, rtol=1e-5)
   np.testing.assert_allclose(np.asarray(out["pooler_output"]), pooled, atol=1e-5, rtol=1e-5)
   assert tokenizer.encode("the man is playing").ids == [2, 5, 7, 9, 10, 3]
+
+
+def test_a_pre_norm_encoder_is_the_numpy_transcription_with_each_norm_before_its_sublayer_and_one_at_the_end(
+    tmp_path):
+  """The tiny checkpoint's weights in a pre-norm encoder (its LayerNorms moved before their sublayers) plus a final
+  LayerNorm, against the NumPy transcription of x + f(LN(x)); the post-norm output differs, so the flag matters."""
+  from attnjax.models.bert import BertEncoder  # pylint: disable=g-import-not-at-top
+  directory = write_tiny_bert(tmp_path / "tiny")
+  module, params, _ = bert.import_bert(directory, implementation="xla")
+  rng = np.random.default_rng(1)
+  final = {"scale": rng.uniform(0.5, 1.5, 16).astype(np.float32), "bias": rng.normal(0, 0.1, 16).astype(np.float32)}
+  pre = BertEncoder(**{**{f: getattr(module, f) for f in ("vocab_size", "d_model", "num_layers", "num_heads", "d_ff",
+                                                          "max_length", "layer_norm_epsilon", "activation",
+                                                          "implementation")}, "pre_norm": True})
+  pre_params = {**params, "final_norm": final}
+  assert set(pre.init(jax.random.PRNGKey(0), *_batch()[:2])["params"]) == set(pre_params)
+  ids, mask, types = _batch()
+  out = pre.apply({"params": pre_params}, ids, mask, types, return_hidden_states=True)
+  tensors = {**load_file(directory / "model.safetensors"), "final_norm.weight": final["scale"],
+             "final_norm.bias": final["bias"]}
+  hidden, pooled = numpy_bert(tensors, CONFIG, ids, mask, types, pre_norm=True)
+  for ours, theirs in zip(out["hidden_states"], hidden):
+    np.testing.assert_allclose(np.asarray(ours), theirs, atol=1e-5, rtol=1e-5)
+  final_hidden = _layer_norm(hidden[-1], final["scale"], final["bias"], CONFIG["layer_norm_eps"])
+  np.testing.assert_allclose(np.asarray(out["last_hidden_state"]), final_hidden, atol=1e-5, rtol=1e-5)
+  np.testing.assert_allclose(np.asarray(out["pooler_output"]), pooled, atol=1e-5, rtol=1e-5)
+  post = module.apply({"params": params}, ids, mask, types)["last_hidden_state"]
+  assert np.max(np.abs(np.asarray(post) - final_hidden)) > 0.1
 
 
 def test_export_gives_back_the_checkpoint_tensor_for_tensor_bit_for_bit(tmp_path):
