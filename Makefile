@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 
-.PHONY: quickstart test test-slow docs minilm transfer squad2 scaling bench aot mutants faults study meteor-replays summarization summarization-replays clean
+.PHONY: quickstart test test-slow docs minilm transfer squad2 scaling bench aot mutants faults study meteor-replays summarization summarization-replays transfer-budget clean
 
 # the package alone (what the quickstart needs), then the test extra on top (pytest, the Cloud Storage emulator, and
 # libtpu for compiling TPU programs ahead of time on this CPU)
@@ -199,6 +199,19 @@ transfer: $(VENV)/.installed minilm
 	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER) --experiment=experiments/wikipedia/bert_mlm.py \
 	  --split=test
 	set -e; for reader in $(TRANSFER_READERS); do \
+	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER) \
+	    --experiment=experiments/squad_transfer/$$reader.py --split=test; done
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=$(TRANSFER) --out=$(TRANSFER)/report
+
+# The budget recipe (needs ../shared/data): the masked LM of experiments/wikipedia/bert_mlm_budget.py for its 240
+# minutes, then two readers of its shape for 60 minutes each, from scratch and from its best checkpoint, each scored
+# on the test articles, then the report. The runs join the transfer study's root, where the reader reads the masked LM.
+transfer-budget: $(VENV)/.installed minilm
+	@test "$(TRANSFER)" = runs/transfer || { echo "make transfer-budget: TRANSFER must be runs/transfer, where" \
+	  "experiments/squad_transfer/bert_from_mlm_budget.py reads the masked-LM run (its MLM_WORKDIR)"; exit 2; }
+	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER) \
+	  --experiment=experiments/wikipedia/bert_mlm_budget.py --split=test
+	set -e; for reader in bert_scratch_budget bert_from_mlm_budget; do \
 	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER) \
 	    --experiment=experiments/squad_transfer/$$reader.py --split=test; done
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=$(TRANSFER) --out=$(TRANSFER)/report

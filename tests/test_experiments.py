@@ -287,3 +287,32 @@ def test_the_compile_tool_s_overrides_take_the_type_of_the_value_they_replace():
   assert parse("[1, 2]", None) == [1, 2] and parse("cudnn", None) == "cudnn"
   with pytest.raises(app.UsageError, match="expected true or false, got 'yes'"):
     parse("yes", False)
+
+
+def test_the_budget_readers_take_the_budget_masked_lms_encoder_whole_and_read_what_it_saw():
+  """The pre-norm encoder of experiments/wikipedia/bert_mlm_budget.py goes into the readers of its shape parameter for
+  parameter (the reader adds its span head only), and a reader's packed row, [CLS] question [SEP] window [SEP], is
+  exactly the rows pre-training saw."""
+  import flax  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
+  from attnjax.training.warm_start import merge_params  # pylint: disable=g-import-not-at-top
+  from experiments.squad_transfer import bert_from_mlm_budget, bert_scratch_budget  # pylint: disable=g-import-not-at-top
+  from experiments.wikipedia import bert_mlm_budget  # pylint: disable=g-import-not-at-top
+  mlm_config = bert_mlm_budget.get_config()
+  mlm = build_model(mlm_config.model.to_dict(), src_vocab_size=30522, tgt_vocab_size=30522)
+  row = jax.numpy.zeros((1, mlm_config.data.seq_len), jax.numpy.int32)
+  unboxed = lambda tree: flax.core.meta.unbox(tree)["params"]  # noqa: E731  (logical partitioning boxes)
+  mlm_params = unboxed(jax.eval_shape(lambda: mlm.init(jax.random.PRNGKey(0), row)))
+  for module in (bert_scratch_budget, bert_from_mlm_budget):
+    config = module.get_config()
+    assert config.model.pre_norm and config.model.max_length == mlm_config.data.seq_len
+    assert config.data.max_question_len + config.data.max_context_len + 3 == mlm_config.data.seq_len
+    reader = build_model(config.model.to_dict(), src_vocab_size=30522, tgt_vocab_size=30522)
+    q = jax.numpy.ones((1, config.data.max_question_len), jax.numpy.int32)
+    c = jax.numpy.ones((1, config.data.max_context_len), jax.numpy.int32)
+    reader_params = unboxed(jax.eval_shape(lambda: reader.init(jax.random.PRNGKey(0), q, c)))  # noqa: B023
+    encoder = dict(mlm_params["bert"])
+    _, fresh = merge_params(reader_params["bert"], encoder, key="train.init_encoder_from")
+    assert fresh == []  # every encoder parameter comes from the masked LM
+  assert bert_from_mlm_budget.get_config().train.init_encoder_from == bert_from_mlm_budget.MLM_WORKDIR
