@@ -28,10 +28,7 @@ What changes from ``bert_mlm.py``, and why:
   --batch=64 --length=128 --predictions=19`` times a step of this shape here and in Hugging Face's BertForMaskedLM.
 """
 
-import ml_collections
-
-from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from experiments.wikipedia import bert_mlm
 
 MINUTES = 240.0
 SEQ_LEN = 128
@@ -39,38 +36,26 @@ D_MODEL, LAYERS, HEADS, D_FF = 256, 4, 4, 1024
 
 
 def get_config():
-  config = base_config()
-  use_task(config, "wikipedia_mlm")
+  """``bert_mlm.py``'s data, vocabulary and masking, with the changes above."""
+  config = bert_mlm.get_config()
   d = config.data
-  d.dir = "../shared/data/wikipedia_en"
-  with d.unlocked():
-    d.vocab_file = ".cache/all-MiniLM-L6-v2/vocab.txt"
-    d.lowercase = True
-    d.seq_len = SEQ_LEN
-    d.max_predictions = 19  # 15% of 128, as BERT's first phase (20)
+  d.seq_len = SEQ_LEN
+  d.max_predictions = 19  # 15% of 128, as BERT's first phase (20)
   d.batch_size = 64
-  d.max_tokens = None
-  d.vocab_multiple = 1  # BERT's table of 30,522 rows, as the readers' vocabulary
-  config.model = ml_collections.ConfigDict(dict(
-      name="bert_mlm", d_model=D_MODEL, num_layers=LAYERS, num_heads=HEADS, d_ff=D_FF, max_length=SEQ_LEN,
-      layer_norm_epsilon=1e-12, activation="gelu", dropout_rate=0.0, attention_dropout_rate=0.0, pre_norm=True))
+  m = config.model
+  m.update(d_model=D_MODEL, num_layers=LAYERS, num_heads=HEADS, d_ff=D_FF, max_length=SEQ_LEN, dropout_rate=0.0,
+           attention_dropout_rate=0.0)
+  with m.unlocked():
+    m.pre_norm = True
   t = config.train
-  t.optimizer = "adam"
   t.schedule = "budget_linear"
   t.learning_rate = 1e-3
   t.warmup_steps = 300
   t.adam_b2 = 0.98
-  t.adam_eps = 1e-6
-  t.weight_decay = 0.01
   t.grad_clip_norm = 0.5
-  t.label_smoothing = 0.0
   t.steps = 1_000_000  # the budget ends the run, not the step count
   t.time_limit_minutes = MINUTES
-  t.log_every = 50
   t.eval_every = 1000
   t.checkpoint_every = 200
-  t.best_metric = "mlm_accuracy"
-  e = config.eval
-  e.split = "validation"
-  e.loss_batches = 8
+  config.eval.loss_batches = 8
   return config
