@@ -3,12 +3,19 @@
 
     python -m benchmarks.mlm                        # MiniLM-L6-H384 (6 x 384, 12 heads, d_ff 1536), 16 x 128 tokens
     python -m benchmarks.mlm --batch=32 --reps=3
+    python -m benchmarks.mlm --shape=budget --batch=64 --predictions=19   # experiments/wikipedia/bert_mlm_budget.py
 
 Both sides: BERT's uncased vocabulary (30,522), rows of ``--length`` tokens, 15% of them predicted (at most
 ``--predictions`` a row), dropout 0.1, AdamW with weight decay 0.01; the same number of threads, each framework in a
 process of its own, alternating ``--rounds`` times. attnjax computes the vocabulary projection at the predicted
 positions only (as BERT's own implementation does); ``BertForMaskedLM`` computes it at every position and ignores
 the others in its loss (``labels = -100``): that is part of what is compared. tokens/s counts every token of the rows.
+The attnjax process also times the same step with the projection at every position (``dense``), the logits of the
+predicted positions then gathered for the loss: what sparse prediction buys.
+
+``--shape=budget`` is the budget recipe's encoder (4 pre-norm layers of 256, 4 heads, d_ff 1,024, no dropout;
+``experiments/wikipedia/bert_mlm_budget.py``); the torch side is the same size post-norm (Hugging Face's BERT has no
+pre-norm option; the two cost the same arithmetic) without dropout.
 """
 
 from __future__ import annotations
@@ -29,6 +36,14 @@ MINILM = dict(d_model=384, num_layers=6, num_heads=12, d_ff=1536)
 VOCAB = 30522
 
 
+def shape(name: str) -> tuple[dict, float, bool]:
+  """(sizes, dropout, pre-norm) of ``--shape``."""
+  if name == "minilm":
+    return MINILM, 0.1, False
+  from experiments.wikipedia import bert_mlm_budget as budget  # pylint: disable=g-import-not-at-top
+  return dict(d_model=budget.D_MODEL, num_layers=budget.LAYERS, num_heads=budget.HEADS, d_ff=budget.D_FF), 0.0, True
+
+
 def batch_arrays(args):
   """Rows of random ids, one segment each, with ``--predictions`` masked positions a row (the same on both sides)."""
   rng = np.random.default_rng(0)
@@ -45,7 +60,9 @@ def attnjax_step(args):
   from attnjax.models.bert import BertMaskedLM  # pylint: disable=g-import-not-at-top
   from attnjax.families import masked_lm  # pylint: disable=g-import-not-at-top
   inputs, positions, targets = batch_arrays(args)
-  model = BertMaskedLM(vocab_size=VOCAB, max_length=512, dropout_rate=0.1, attention_dropout_rate=0.1, **MINILM)
+  sizes, dropout, pre_norm = shape(args.shape)
+  model = BertMaskedLM(vocab_size=VOCAB, max_length=512, dropout_rate=dropout, attention_dropout_rate=dropout,
+                       pre_norm=pre_norm, **sizes)
   batch = {"input_ids": inputs, "segment_ids": np.ones_like(inputs), "positions": np.broadcast_to(
       np.arange(args.length, dtype=np.int32), inputs.shape).copy(), "mlm_positions": positions, "mlm_ids": targets,
            "mlm_weights": np.ones(positions.shape, np.float32)}
@@ -54,15 +71,27 @@ def attnjax_step(args):
                  batch["mlm_positions"])["params"])
   tx = optax.adamw(1e-4, b1=0.9, b2=0.999, eps=1e-6, weight_decay=0.01)
 
-  def step(params, opt_state, rng):
-    def loss(p):
-      stats = masked_lm.mlm_loss_stats(model, p, batch, rng, False)
-      return stats["loss_sum"] / stats["ntokens"]
-    value, grads = jax.value_and_grad(loss)(params)
-    updates, opt_state = tx.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, value
+  def sparse_loss(p, rng):
+    stats = masked_lm.mlm_loss_stats(model, p, batch, rng, False)
+    return stats["loss_sum"] / stats["ntokens"]
 
-  return compiled_step_runner(step, params, tx.init(params))
+  def dense_loss(p, rng):  # the projection at every position, then the predicted positions' logits
+    logits = model.apply({"params": p}, batch["input_ids"], batch["segment_ids"], batch["positions"],
+                         deterministic=False, rngs={"dropout": rng})
+    picked = jax.numpy.take_along_axis(logits, batch["mlm_positions"][..., None], axis=1)
+    stats = masked_lm.mlm_statistics(picked, batch["mlm_ids"], batch["mlm_weights"])
+    return stats["loss_sum"] / stats["ntokens"]
+
+  def make_step(loss):
+    def step(params, opt_state, rng):
+      value, grads = jax.value_and_grad(loss)(params, rng)
+      updates, opt_state = tx.update(grads, opt_state, params)
+      return optax.apply_updates(params, updates), opt_state, value
+    return step
+
+  fresh = lambda tree: jax.tree_util.tree_map(jax.numpy.copy, tree)  # noqa: E731  (each runner donates its own)
+  return {name: compiled_step_runner(make_step(loss), fresh(params), tx.init(fresh(params)))
+          for name, loss in (("sparse", sparse_loss), ("dense", dense_loss))}
 
 
 def torch_step(args):
@@ -73,10 +102,11 @@ def torch_step(args):
     return None
   torch.set_num_threads(args.threads)
   torch.manual_seed(0)
-  config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=MINILM["d_model"],
-                                   num_hidden_layers=MINILM["num_layers"], num_attention_heads=MINILM["num_heads"],
-                                   intermediate_size=MINILM["d_ff"], hidden_act="gelu", hidden_dropout_prob=0.1,
-                                   attention_probs_dropout_prob=0.1, layer_norm_eps=1e-12)
+  sizes, dropout, _ = shape(args.shape)
+  config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=sizes["d_model"],
+                                   num_hidden_layers=sizes["num_layers"], num_attention_heads=sizes["num_heads"],
+                                   intermediate_size=sizes["d_ff"], hidden_act="gelu", hidden_dropout_prob=dropout,
+                                   attention_probs_dropout_prob=dropout, layer_norm_eps=1e-12)
   model = transformers.BertForMaskedLM(config).train()
   inputs, positions, targets = batch_arrays(args)
   labels = np.full(inputs.shape, -100, np.int64)
@@ -98,7 +128,10 @@ def torch_step(args):
 
 def _side(args) -> dict:
   if args.side == "attnjax":
-    run, flops = attnjax_step(args)
+    runners = attnjax_step(args)
+    seconds = interleaved_medians({name: run for name, (run, _) in runners.items()}, args.reps)
+    return {"seconds": seconds["sparse"], "dense_seconds": seconds["dense"], "flops": runners["sparse"][1],
+            "dense_flops": runners["dense"][1]}
   else:
     run, flops = torch_step(args), None
     if run is None:
@@ -114,13 +147,14 @@ def main():
   parser.add_argument("--reps", type=int, default=5)
   parser.add_argument("--rounds", type=int, default=2)
   parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+  parser.add_argument("--shape", choices=("minilm", "budget"), default="minilm")
   parser.add_argument("--side", choices=("attnjax", "torch"), default=None, help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.side:
     print(json.dumps(_side(args)))
     return
   argv = [f"--batch={args.batch}", f"--length={args.length}", f"--predictions={args.predictions}",
-          f"--reps={args.reps}"]
+          f"--reps={args.reps}", f"--shape={args.shape}"]
   results = {"attnjax": [], "torch": []}
   for _ in range(args.rounds):
     for side in results:
@@ -128,14 +162,18 @@ def main():
   seconds = {side: statistics.median(r["seconds"] for r in rs) for side, rs in results.items() if rs and rs[0]}
   tokens = args.batch * args.length
   flops = results["attnjax"][0]["flops"]
-  print(f"# masked-LM train step, float32, MiniLM-L6-H384, batch {args.batch} x {args.length} tokens, "
+  dense = statistics.median(r["dense_seconds"] for r in results["attnjax"])
+  sizes, dropout, pre_norm = shape(args.shape)
+  print(f"# masked-LM train step, float32, {args.shape}: {sizes['num_layers']} x {sizes['d_model']}"
+        f"{' pre-norm' if pre_norm else ''}, dropout {dropout:g}, batch {args.batch} x {args.length} tokens, "
         f"{args.predictions} predictions a row, {args.threads} threads, each framework in its own process\n"
         f"# {machine_description()}")
-  row = [f"{tokens / seconds['attnjax']:.0f}", f"{tokens / seconds['torch']:.0f}" if "torch" in seconds else "—",
+  row = [f"{tokens / seconds['attnjax']:.0f}", f"{tokens / dense:.0f}", f"{dense / seconds['attnjax']:.2f}×",
+         f"{tokens / seconds['torch']:.0f}" if "torch" in seconds else "—",
          f"{seconds['torch'] / seconds['attnjax']:.2f}×" if "torch" in seconds else "—",
          f"{flops / seconds['attnjax'] / 1e9:.1f}"]
-  print(markdown_table(["attnjax tok/s", "BertForMaskedLM (torch) tok/s", "attnjax / torch", "attnjax GFLOP/s"],
-                       [row]))
+  print(markdown_table(["attnjax tok/s", "attnjax dense tok/s", "sparse / dense speed", "BertForMaskedLM (torch) "
+                        "tok/s", "attnjax / torch", "attnjax GFLOP/s"], [row]))
 
 
 if __name__ == "__main__":
