@@ -8,7 +8,8 @@ copied to the same relative path under ``--dst`` with everything the report read
 metrics and per-question scores of every evaluation, the TensorBoard events, the log, the SentencePiece vocabulary, and
 each checkpoint's ``meta`` item: its step and training time), and without the checkpoints' arrays (hundreds of MB), the
 copy of a WordPiece vocabulary (``data.vocab_file`` names the original), the packed rows of a (masked) language model
-(``mlm.*.npz``, ``lm.*.npz``: rebuilt from the dataset) and the run's lock. A run already finished under
+(``mlm.*.npz``, ``lm.*.npz``: rebuilt from the dataset), a sequence-to-sequence run's token cache (``tokens.*.npz``,
+rebuilt likewise) and the run's lock. A run already finished under
 ``--dst`` is left as it is. Copied back under a launcher's workdir root, the records make a re-run of the launch skip
 those points, and ``python -m attnjax.report`` reads them like any run; only a run that needs another run's weights (a
 reader from a pre-training) needs the checkpoints too.
@@ -26,8 +27,9 @@ from attnjax.data.wordpiece import WORDPIECE_FILE
 
 # what a record leaves out: the lock of a live run, the copy of a WordPiece vocabulary file (the config names the
 # file it copied), a (masked) language model's packed rows (hundreds of MB, rebuilt from the dataset), and of each
-# checkpoint all but its small JSON bookkeeping (the arrays are hundreds of MB)
-LEFT_OUT = ("run.lock*", WORDPIECE_FILE, "mlm.*.npz", "lm.*.npz")
+# checkpoint all but its small JSON bookkeeping (the arrays are hundreds of MB), and a sequence-to-sequence run's token
+# cache (tokens.<split>.<fingerprint>.npz: tens of MB, rebuilt from the data and the run's vocabulary)
+LEFT_OUT = ("run.lock*", WORDPIECE_FILE, "mlm.*.npz", "lm.*.npz", "tokens.*.npz")
 CHECKPOINT_KEPT = "meta"
 
 

@@ -114,7 +114,8 @@ def test_record_keeps_what_the_report_reads_and_a_relaunch_skips_it(sweep_root, 
   (unfinished / "launch.json").write_text(json.dumps({**manifest, "point": "heads8", "status": "running"}))
   for point in ("heads2", "heads4"):  # a reader's copy of its WordPiece file: its config names the original
     (src / "dates_transformer" / "heads" / point / WORDPIECE_FILE).write_text("[PAD]\n[UNK]\n")
-    for cache in ("mlm.train.0123abcd.npz", "lm.validation.4567cdef.npz"):  # packed rows, rebuilt from the data
+    # packed rows and a token cache, rebuilt from the data
+    for cache in ("mlm.train.0123abcd.npz", "lm.validation.4567cdef.npz", "tokens.train.89abcdef.npz"):
       np.savez(src / "dates_transformer" / "heads" / point / cache, rows=np.zeros((2, 4), np.int32))
   dst = tmp_path / "record"
   assert record_lib.record(src, dst) == ["dates_transformer/heads/heads2", "dates_transformer/heads/heads4"]
@@ -127,7 +128,7 @@ def test_record_keeps_what_the_report_reads_and_a_relaunch_skips_it(sweep_root, 
     for step in steps:
       assert [p.name for p in (kept / "checkpoints" / step).iterdir()] == ["meta"]
     assert not list(kept.glob("run.lock*")) and not (kept / WORDPIECE_FILE).exists()
-    assert not list(kept.glob("*.npz")) and len(list(run.glob("*.npz"))) == 2
+    assert not list(kept.glob("*.npz")) and len(list(run.glob("*.npz"))) == 3
     original, copy = runs_lib.read_run(run, src), runs_lib.read_run(kept, dst)
     for key in ("run", "state", "status", "step", "trained_step", "train_seconds", "scores", "other_splits",
                 "parameters", "tokens_per_s", "eval_curves"):
