@@ -183,3 +183,19 @@ def test_the_always_no_answer_baseline_scores_the_share_of_unanswerable_question
   (tmp_path / "v1").mkdir()
   with pytest.raises(ValueError, match="--baseline=no_answer: the validation split has no unanswerable question"):
     baselines.score_no_answer(qa_config(tmp_path / "v1", steps=1), "validation")
+
+
+@pytest.mark.slow  # 300 steps, then the evaluation (make test-slow)
+def test_a_squad2_reader_learns_both_the_spans_and_when_there_is_no_answer(tmp_path):
+  """Half the questions unanswerable: the loss's null class must teach the no-answer score (its probabilities rank
+  the unanswerable questions above the answerable ones) without starving the spans (the answerable questions' F1,
+  every one answered by its best span, as high as a 1.1 reader's)."""
+  config = qa_config(tmp_path, steps=300, unanswerable=0.5)
+  with config.data.unlocked():
+    config.data.squad_version = "2.0"
+  workdir = str(tmp_path / "run")
+  train_and_evaluate(config, workdir)
+  result = evaluate_checkpoint(workdir, split="validation")
+  assert result["HasAns_f1_spans"] >= 90, result  # chance is 1 in 3 facts per paragraph
+  assert result["no_answer_auc"] >= 0.9, result  # chance is 0.5
+  assert result["f1"] >= 85 and result["NoAns_f1"] >= 80 and result["HasAns_f1"] >= 80, result
