@@ -1,8 +1,9 @@
 """Export to Hugging Face, checked against the ``transformers`` library's own numbers.
 
-``hf_export_reference/`` (written by ``tools/hf_export_reference.py``) holds three tiny attnjax models exported to
-Marian (post-norm, LayerNorm ε 1e-5), Pegasus (pre-norm, ε 1e-6) and GPT-2, with the token ids, logits, greedy and
-beam outputs that ``transformers`` computed from those files. Here the files are imported back into attnjax and run:
+``hf_export_reference/`` (written by ``tools/hf_export_reference.py``) holds four tiny attnjax models exported to
+Marian (post-norm, LayerNorm ε 1e-5; once with one vocabulary, once with a source and a target vocabulary), Pegasus
+(pre-norm, ε 1e-6) and GPT-2, with the token ids, logits, greedy and beam outputs that ``transformers`` computed from
+those files. Here the files are imported back into attnjax and run:
 the same ids from the tokenizer, the same logits, the same generated tokens; and exported again, the same bytes.
 """
 
@@ -28,7 +29,7 @@ from attnjax.transfer.bert import CheckpointError
 from attnjax.transfer.seq2seq import ExportError
 
 REF = os.path.join(os.path.dirname(__file__), "hf_export_reference")
-SEQ2SEQ = ("marian", "pegasus")
+SEQ2SEQ = ("marian", "pegasus", "marian_separate")
 
 
 def _reference(name):
@@ -48,6 +49,11 @@ def _vocab(name, info):
   return CharVocab.build(info["texts"])
 
 
+def _target_vocab(name, info):
+  """The target side's vocabulary: its own where the model has two (``target_tokenizer/``)."""
+  return CharVocab.build(info["target_texts"]) if "target_texts" in info else _vocab(name, info)
+
+
 @pytest.mark.parametrize("name", SEQ2SEQ + ("gpt2",))
 def test_the_tokenizer_gives_the_vocabularys_ids_and_is_written_again_byte_for_byte(name):
   info, ref = _reference(name)
@@ -58,9 +64,29 @@ def test_the_tokenizer_gives_the_vocabularys_ids_and_is_written_again_byte_for_b
     assert not ref["attention_mask"][row, len(ids):].any()
   with open(os.path.join(REF, name, hf_tokenizer.TOKENIZER_FILE), encoding="utf-8") as f:
     assert hf_tokenizer.hf_tokenizer(vocab).to_str(pretty=True) + "\n" == f.read()
+  target = _target_vocab(name, info)
   decoded = info["decoded"]["greedy"]
-  for row, text in enumerate(decoded):  # transformers' decoding of its ids is the vocabulary's
-    assert vocab.decode(ref["greedy"][row]) == text
+  for row, text in enumerate(decoded):  # transformers' decoding of its ids is the target vocabulary's
+    assert target.decode(ref["greedy"][row]) == text
+
+
+def test_a_separate_target_vocabulary_travels_in_target_tokenizer():
+  """Two vocabularies: the library's ``target_tokenizer/`` gives the target vocabulary's ids (not the source's: the
+  same letters have other ids there), and is the file attnjax writes for it."""
+  info, ref = _reference("marian_separate")
+  source, target = _vocab("marian_separate", info), _target_vocab("marian_separate", info)
+  assert source.size != target.size
+  for row, text in enumerate(info["target_texts"]):
+    ids = target.encode(text)
+    np.testing.assert_array_equal(ref["target_ids"][row, :len(ids)], ids, err_msg=text)
+    assert not ref["target_mask"][row, len(ids):].any()
+  with open(os.path.join(REF, "marian_separate", "target_tokenizer", hf_tokenizer.TOKENIZER_FILE),
+            encoding="utf-8") as f:
+    assert hf_tokenizer.hf_tokenizer(target).to_str(pretty=True) + "\n" == f.read()
+  with open(os.path.join(REF, "marian_separate", "config.json"), encoding="utf-8") as f:
+    config = json.load(f)
+  assert (config["vocab_size"], config["decoder_vocab_size"]) == (source.size, target.size)
+  assert config["share_encoder_decoder_embeddings"] is False
 
 
 @pytest.mark.parametrize("name", SEQ2SEQ)
@@ -258,7 +284,40 @@ def trained(tmp_path_factory):
   config = lm_fixture.tiny_lm_config(root / "data")
   config.train.steps = config.train.eval_every = config.train.checkpoint_every = config.train.log_every = 5
   train_and_evaluate(config, str(root / "lm"))
+  train_and_evaluate(_two_vocabularies_config(root / "text"), str(root / "two_vocabularies"))
   return root
+
+
+TEXT_WORDS = "the a man woman dog cat sees runs with on red blue big small house street ball child".split()
+
+
+def _target_sentence(source):
+  return " ".join(w.upper() for w in reversed(source.split())) + " !"
+
+
+def _two_vocabularies_config(data):
+  """A text task whose target is its source's words reversed and upper-cased, with a SentencePiece vocabulary for
+  each side (``data.joint_vocab=False``) and untied source and target embeddings: a Marian export with
+  ``decoder_vocab_size``."""
+  from attnjax import config as config_lib
+  from attnjax.data.tasks import use_task
+  data.mkdir()
+  rng = np.random.default_rng(0)
+  for split, n in (("train", 200), ("val", 8), ("test", 8)):
+    src = [" ".join(rng.choice(TEXT_WORDS, size=rng.integers(2, 7))) for _ in range(n)]
+    (data / f"{split}.en").write_text("".join(s + "\n" for s in src), encoding="utf-8")
+    (data / f"{split}.de").write_text("".join(_target_sentence(s) + "\n" for s in src), encoding="utf-8")
+  config = config_lib.base_config()
+  use_task(config, "multi30k_en_de")
+  with config.data.unlocked():
+    config.data.update(dict(dir=str(data), splits={"train": "train", "validation": "val", "test": "test"},
+                            vocab_size=30, joint_vocab=False, max_src_len=16, max_tgt_len=20, max_tokens=256,
+                            bucket_boundaries=None))
+  config.model.update(dict(num_encoder_layers=1, num_decoder_layers=1, d_model=16, num_heads=2, d_ff=32,
+                           shared_vocab=False, share_source_embeddings=False, pre_norm=False))
+  config.train.steps = config.train.eval_every = config.train.checkpoint_every = config.train.log_every = 5
+  config.eval.update(dict(decode="greedy", num_decode_examples=4))
+  return config
 
 
 @pytest.mark.parametrize("run", ["transformer", "lm"])
@@ -284,6 +343,37 @@ def test_a_trained_workdir_exports_with_its_vocabulary_and_comes_back_bit_for_bi
     assert tokenizer.encode(text).ids == vocab.encode(text), text
   generation = json.loads((tmp_path / "generation_config.json").read_text())
   assert generation["suppress_tokens"][:2] == [0, 1] and generation.get("num_beams") == 1
+
+
+def test_two_vocabularies_export_the_targets_as_target_tokenizer(trained, tmp_path):
+  """``data.joint_vocab=False``: ``tokenizer.json`` gives the source vocabulary's ids and
+  ``target_tokenizer/tokenizer.json`` the target's (which differ on the same text), the config has both sizes, and
+  the parameters come back bit for bit."""
+  from tokenizers import Tokenizer
+  from attnjax.export import export_workdir
+  from attnjax.trained import load_workdir
+  summary = export_workdir(str(trained / "two_vocabularies"), str(tmp_path))
+  assert summary["architecture"] == "MarianMTModel" and "target_tokenizer" in summary["files"]
+  loaded = load_workdir(str(trained / "two_vocabularies"))
+  src, tgt = loaded.vocabularies.src, loaded.vocabularies.tgt
+  config = json.loads((tmp_path / "config.json").read_text())
+  assert (config["vocab_size"], config["decoder_vocab_size"]) == (loaded.model.src_vocab_size,
+                                                                  loaded.model.tgt_vocab_size)
+  assert config["share_encoder_decoder_embeddings"] is False
+  source = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+  target = Tokenizer.from_file(str(tmp_path / "target_tokenizer" / "tokenizer.json"))
+  differ = 0
+  for words in (["the", "dog", "sees", "a", "ball"], ["red", "house"], ["small", "child", "runs"]):
+    text, out = " ".join(words), _target_sentence(" ".join(words))
+    assert source.encode(text).ids == src.encode(text), text
+    assert target.encode(out).ids == tgt.encode(out), out
+    assert target.decode(tgt.encode(out), skip_special_tokens=True) == tgt.decode(tgt.encode(out))
+    differ += src.encode(out) != tgt.encode(out)
+  assert differ  # the two vocabularies give the same text other ids: a swapped file would be seen
+  _, params = seq2seq.import_transformer(tmp_path)
+  back = dict(jax.tree_util.tree_flatten_with_path(params)[0])
+  ours = jax.tree_util.tree_flatten_with_path(jax.tree_util.tree_map(np.asarray, loaded.params))[0]
+  assert len(ours) == len(back) and all(np.array_equal(back[p], v) for p, v in ours)
 
 
 def test_export_refuses_a_model_it_cannot_represent_in_one_line(trained, tmp_path):
