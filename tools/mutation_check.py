@@ -64,6 +64,7 @@ LM_FRONTIER = "tests/test_report_lm_scaling.py::test_the_frontier_keeps_each_poi
 LM_JOINT = "tests/test_report_lm_scaling.py::test_the_joint_law_recovers_kaplans_exponents_from_points_on_eq_1_5"
 TOP_P = "tests/test_generation.py::test_top_p_samples_from_the_smallest_set_that_reaches_p"
 TOP_K = "tests/test_generation.py::test_top_k_never_samples_outside_the_k_and_follows_the_renormalised_softmax"
+SPAN_NULL_POINTERS = "tests/models/test_span_qa.py::test_span_loss_puts_the_cls_start_and_end_in_their_own_pointer_distributions"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +78,11 @@ class Mutant:
 
 
 MUTANTS = (
+    Mutant("squad2-null-per-pointer", "attnjax/models/span_qa.py",
+           "null_end = outputs[\"no_answer_end_logit\"].astype(jnp.float32)[:, None]",
+           "null_end = null_start",
+           (SPAN_NULL_POINTERS,),
+           "Devlin §4.3: start[CLS] extends the start distribution and end[CLS] the end distribution"),
     Mutant("embedding-sqrt-dmodel", "attnjax/layers/embedding.py",
            "return x * jnp.asarray(math.sqrt(self.features), self.dtype) if self.scale else x",
            "return x",

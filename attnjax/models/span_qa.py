@@ -39,12 +39,16 @@ Two encoder families (``encoder=``):
   start and end logit vectors of BiDAF; here n = b + wᵀ maxpool_t(M_t), the pooled term (zero-initialised, so
   training starts from Levy's model) letting the score depend on the question-context pair.
 
-**The no-answer class in the loss.** The loss appends n/2 as an extra class to both the start and the end
-distribution (Levy et al.'s b = n/2). The null span then has the same factorised score as any span,
-start_null + end_null = n, so the decoding rule "no answer iff n > start_s + end_e" compares quantities the loss
-defines: shifting start logits, end logits and the null option by a constant k changes neither softmax and shifts
-both sides of the rule by 2k. (Appending n itself to both would make the rule compare n with a score whose null
-counterpart is 2n.)
+**The no-answer class in the loss.** Each pointer's distribution gets one extra class, the null span's share of
+its factorised score n = start_null + end_null, so that the decoding rule "no answer iff n > start_s + end_e"
+compares quantities the loss defines (shifting a pointer's logits and its null class by a constant k changes neither
+softmax and shifts both sides of the rule by the same k):
+
+* the Transformer and BERT readers: start[CLS] joins the start distribution and end[CLS] the end distribution, as
+  Devlin et al. (2019, §4.3) extend both probability spaces with the [CLS] position (the model's outputs
+  ``no_answer_start_logit`` and ``no_answer_end_logit``, whose sum is ``no_answer_logit``);
+* the BiLSTM reader, whose n is one score: n/2 joins both (Levy et al.'s b = n/2). Appending n itself to both would
+  make the rule compare n with a score whose null counterpart is 2n.
 
 Shapes: B batch, Q question length, C context length, D ``d_model``. Padding context positions get the finite
 logit ``MASKED_LOGIT`` so they are never predicted and contribute exactly zero probability.
@@ -131,8 +135,9 @@ class SpanQA(nn.Module):
 
   ``__call__(question [B, Q], context [B, C], question_mask=None, context_mask=None, *, deterministic=True)``
   returns ``{"start_logits": [B, C], "end_logits": [B, C], "context_mask": [B, C]}`` plus ``"no_answer_logit": [B]``
-  when ``allow_no_answer``; masks default to ``ids != PAD_ID``, and padding context positions carry
-  ``MASKED_LOGIT``.
+  when ``allow_no_answer`` (and, from the Transformer and BERT encoders, its two terms ``"no_answer_start_logit"``
+  and ``"no_answer_end_logit"``: start[CLS] and end[CLS]); masks default to ``ids != PAD_ID``, and padding context
+  positions carry ``MASKED_LOGIT``.
   """
   vocab_size: int
   encoder: str = "transformer"
@@ -219,7 +224,7 @@ class SpanQA(nn.Module):
   # ------------------------------------------------------------------------------------------------- encoders
 
   def _transformer(self, question, context, qm, cm, deterministic):
-    """``(start [B, C], end [B, C], null [B])`` from the BERT-style encoder."""
+    """``(start [B, C], end [B, C], null [B, 2])`` from the BERT-style encoder (null: start and end at [CLS])."""
     (b, q), c = question.shape, context.shape[1]
     length = q + c + 2
     if self.positional == "learned" and length > self.max_length:
@@ -248,12 +253,12 @@ class SpanQA(nn.Module):
     slot = jnp.where(real, jnp.cumsum(real, axis=1) - 1, n_real + jnp.cumsum(~real, axis=1) - 1)
     h_context = jnp.take_along_axis(x, slot[:, q + 2:, None], axis=1)  # [B, C, D]
     logits = self.qa_outputs(h_context.astype(jnp.float32))  # [B, C, 2]
-    # [CLS] is real and first, so it stays at packed slot 0; BERT's null score start[CLS] + end[CLS].
-    null = jnp.sum(self.qa_outputs(x[:, 0].astype(jnp.float32)), axis=-1)
+    # [CLS] is real and first, so it stays at packed slot 0; BERT's null span (start[CLS], end[CLS]).
+    null = self.qa_outputs(x[:, 0].astype(jnp.float32))  # [B, 2]
     return logits[..., 0], logits[..., 1], null
 
   def _bert(self, question, context, qm, cm, deterministic):
-    """``(start [B, C], end [B, C], null [B])`` from a BERT encoder over ``[CLS] question [SEP] context [SEP]`` (token
+    """``(start [B, C], end [B, C], null [B, 2])`` from a BERT encoder over ``[CLS] question [SEP] context [SEP]`` (token
     types 0 then 1), BERT's SQuAD head (Devlin et al. 2019, §4.2): a start and an end vector dotted with each
     context token, the null score from [CLS]. Padding inside the row is skipped: positions count real tokens only,
     and a token attends the real ones."""
@@ -267,7 +272,7 @@ class SpanQA(nn.Module):
     hidden = self.bert(ids, token_type_ids=types, segment_ids=real.astype(jnp.int32), positions=positions,
                        deterministic=deterministic)["last_hidden_state"]
     logits = self.qa_outputs(hidden[:, q + 2:q + 2 + c].astype(jnp.float32))  # [B, C, 2]
-    null = jnp.sum(self.qa_outputs(hidden[:, 0].astype(jnp.float32)), axis=-1)
+    null = self.qa_outputs(hidden[:, 0].astype(jnp.float32))  # [B, 2]: (start[CLS], end[CLS])
     return logits[..., 0], logits[..., 1], null
 
   def _bilstm(self, question, context, qm, cm, deterministic):
@@ -307,7 +312,11 @@ class SpanQA(nn.Module):
     out = {"start_logits": jnp.where(cm, start, MASKED_LOGIT).astype(jnp.float32),
            "end_logits": jnp.where(cm, end, MASKED_LOGIT).astype(jnp.float32), "context_mask": cm}
     if self.allow_no_answer:
-      out["no_answer_logit"] = null.astype(jnp.float32)
+      null = null.astype(jnp.float32)
+      if null.ndim == 2:  # the null span's start and end logits at [CLS]
+        out["no_answer_start_logit"], out["no_answer_end_logit"] = null[:, 0], null[:, 1]
+        null = null[:, 0] + null[:, 1]
+      out["no_answer_logit"] = null
     return out
 
   def decode_spans(self, outputs):
@@ -379,9 +388,11 @@ def span_nll(outputs, start_positions, end_positions, is_impossible=None):
   """Per-question span loss ``[B]``: ½ [−log p_start(s*_b) − log p_end(e*_b)] (:func:`span_loss` is its mean; the
   training step weights and sums it so that filler rows count zero).
 
-  With ``no_answer_logit`` n in ``outputs`` both distributions get an extra class C with logit n/2, so the null
-  option's factorised score is n, the quantity :func:`best_span` compares with start_s + end_e (see the module
-  docstring); an impossible question's target is that class for both pointers (its given positions are ignored).
+  With ``no_answer_logit`` n in ``outputs`` both distributions get an extra class C: ``no_answer_start_logit`` and
+  ``no_answer_end_logit`` (start[CLS] and end[CLS], Devlin et al. 2019 §4.3) where the outputs have them, else n/2
+  in both; either way the null option's factorised score is n, the quantity :func:`best_span` compares with
+  start_s + end_e (see the module docstring). An impossible question's target is that class for both pointers (its
+  given positions are ignored).
 
   Args:
     outputs: ``SpanQA.__call__``'s dict; ``context_mask`` (if absent: logits above ``MASKED_LOGIT / 2``) defines
@@ -402,8 +413,12 @@ def span_nll(outputs, start_positions, end_positions, is_impossible=None):
   start, end = jnp.where(mask, start, MASKED_LOGIT), jnp.where(mask, end, MASKED_LOGIT)
   start_positions, end_positions = jnp.asarray(start_positions), jnp.asarray(end_positions)
   if "no_answer_logit" in outputs:
-    half = outputs["no_answer_logit"].astype(jnp.float32)[:, None] / 2
-    start, end = jnp.concatenate([start, half], axis=1), jnp.concatenate([end, half], axis=1)
+    if "no_answer_start_logit" in outputs:
+      null_start = outputs["no_answer_start_logit"].astype(jnp.float32)[:, None]
+      null_end = outputs["no_answer_end_logit"].astype(jnp.float32)[:, None]
+    else:
+      null_start = null_end = outputs["no_answer_logit"].astype(jnp.float32)[:, None] / 2
+    start, end = jnp.concatenate([start, null_start], axis=1), jnp.concatenate([end, null_end], axis=1)
     if is_impossible is not None:
       impossible = jnp.asarray(is_impossible).astype(bool)
       start_positions = jnp.where(impossible, c, start_positions)

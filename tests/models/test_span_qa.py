@@ -59,7 +59,10 @@ def _close(a, b, atol=1e-5):
 def test_output_shapes_and_masked_context_positions(config):
   model, variables, question, context = setup_for(config)
   out = model.apply(variables, question, context)
-  assert set(out) == {"start_logits", "end_logits", "no_answer_logit", "context_mask"}
+  per_pointer = {"no_answer_start_logit", "no_answer_end_logit"} if config["encoder"] != "bilstm" else set()
+  assert set(out) == {"start_logits", "end_logits", "no_answer_logit", "context_mask"} | per_pointer
+  if per_pointer:  # the null span's score is its start plus its end at [CLS]
+    _close(out["no_answer_start_logit"] + out["no_answer_end_logit"], out["no_answer_logit"])
   real = np.arange(C)[None, :] < np.asarray(C_LENGTHS)[:, None]
   np.testing.assert_array_equal(np.asarray(out["context_mask"]), real)
   for key in ("start_logits", "end_logits"):
@@ -180,14 +183,17 @@ def test_best_span_equals_brute_force(max_answer_length, with_null):
 # ------------------------------------------------------------------------------------------------ span_loss
 
 
-def _numpy_span_loss(start, end, mask, null, start_positions, end_positions, impossible):
-  """Per row: log-softmax over the real positions (+ the null class with logit n/2), targets mapped accordingly."""
+def _numpy_span_loss(start, end, mask, null, start_positions, end_positions, impossible, null_pointers=None):
+  """Per row: log-softmax over the real positions (+ the null class: logit n/2 in both, or with ``null_pointers`` =
+  (start[CLS], end[CLS]) each pointer's own, Devlin et al. 2019 §4.3), targets mapped accordingly."""
   total = 0.0
   for b in range(start.shape[0]):
     real = np.flatnonzero(mask[b])
     losses = []
-    for logits, target in ((start[b], start_positions[b]), (end[b], end_positions[b])):
-      classes = list(logits[real].astype(np.float64)) + ([] if null is None else [null[b] / 2.0])
+    nulls = (None, None) if null is None else ((null[b] / 2.0,) * 2 if null_pointers is None
+                                                else (null_pointers[0][b], null_pointers[1][b]))
+    for logits, target, null_class in ((start[b], start_positions[b], nulls[0]), (end[b], end_positions[b], nulls[1])):
+      classes = list(logits[real].astype(np.float64)) + ([] if null is None else [float(null_class)])
       index = len(real) if impossible is not None and impossible[b] else int(np.flatnonzero(real == target)[0])
       log_z = np.log(np.sum(np.exp(np.array(classes) - max(classes)))) + max(classes)
       losses.append(log_z - classes[index])
@@ -214,6 +220,28 @@ def test_span_loss_equals_numpy(with_null, with_impossible):
                   None if impossible is None else jnp.asarray(impossible))
   want = _numpy_span_loss(start, end, mask, null, starts, ends, impossible)
   np.testing.assert_allclose(float(got), want, rtol=1e-5)
+
+
+def test_span_loss_puts_the_cls_start_and_end_in_their_own_pointer_distributions():
+  """The Transformer and BERT readers' null span, as Devlin et al. (2019, §4.3) train it: start[CLS] is one more class
+  of the start distribution and end[CLS] of the end one (not their mean in both), also for answerable questions."""
+  rng = np.random.default_rng(5)
+  start, end, mask = _random_logits(rng, 6, 8)
+  mask[1] = np.arange(8) < 3
+  impossible = np.array([False, True, False, True, False, True])
+  starts = np.array([np.flatnonzero(mask[b])[0] for b in range(6)])
+  ends = np.array([np.flatnonzero(mask[b])[-1] for b in range(6)])
+  null_start = rng.normal(size=6).astype(np.float32) * 3
+  null_end = rng.normal(size=6).astype(np.float32) * 3 - 2  # unequal terms: their mean would give another loss
+  outputs = {"start_logits": jnp.where(mask, start, MASKED_LOGIT), "end_logits": jnp.where(mask, end, MASKED_LOGIT),
+             "context_mask": jnp.asarray(mask), "no_answer_logit": jnp.asarray(null_start + null_end),
+             "no_answer_start_logit": jnp.asarray(null_start), "no_answer_end_logit": jnp.asarray(null_end)}
+  for rows in (impossible, None):
+    got = span_loss(outputs, jnp.asarray(starts), jnp.asarray(ends), None if rows is None else jnp.asarray(rows))
+    want = _numpy_span_loss(start, end, mask, null_start + null_end, starts, ends, rows, (null_start, null_end))
+    np.testing.assert_allclose(float(got), want, rtol=1e-5)
+    split = _numpy_span_loss(start, end, mask, null_start + null_end, starts, ends, rows)
+    assert abs(want - split) > 1e-3  # the test tells the two forms apart
 
 
 def test_span_loss_needs_a_null_logit_for_impossible_questions():

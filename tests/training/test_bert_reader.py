@@ -81,7 +81,10 @@ def test_the_bert_reader_scores_spans_with_berts_hidden_states_of_the_unpadded_p
     logits = hidden[len(q) + 2:len(q) + 2 + len(c)] @ w + b
     np.testing.assert_allclose(np.asarray(out["start_logits"][row, :len(c)]), logits[:, 0], atol=1e-5)
     np.testing.assert_allclose(np.asarray(out["end_logits"][row, :len(c)]), logits[:, 1], atol=1e-5)
-    np.testing.assert_allclose(np.asarray(out["no_answer_logit"][row]), (hidden[0] @ w + b).sum(), atol=1e-5)
+    null = hidden[0] @ w + b  # the null span's start and end at [CLS]
+    np.testing.assert_allclose(np.asarray(out["no_answer_start_logit"][row]), null[0], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(out["no_answer_end_logit"][row]), null[1], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(out["no_answer_logit"][row]), null.sum(), atol=1e-5)
 
 
 def test_a_hugging_face_encoder_loads_into_the_reader_exactly_and_fine_tunes(tmp_path):
