@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 
-.PHONY: quickstart test test-slow docs minilm transfer squad2 scaling bench aot mutants faults study meteor-replays summarization summarization-replays transfer-budget clean
+.PHONY: quickstart test test-slow docs minilm transfer squad2 scaling bench aot mutants faults study meteor-replays summarization summarization-replays summarization-coverage transfer-budget clean
 
 # the package alone (what the quickstart needs), then the test extra on top (pytest, the Cloud Storage emulator, and
 # libtpu for compiling TPU programs ahead of time on this CPU)
@@ -170,6 +170,21 @@ summarization-replays: $(VENV)/.installed
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.baselines --experiment=experiments/cnn_dailymail_cpu/lstm_bahdanau.py \
 	  --workdir=$(SUMMARIZATION)/lead3 --split=validation,test
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=$(SUMMARIZATION) --out=$(SUMMARIZATION)/report
+
+# The coverage replay alone, on a machine whose runs/ lacks the pointer-generator's checkpoints (a record keeps none):
+# the pointer-generator retrained to step 2400 under $(SUMMARIZATION_COVERAGE) (the same steps as its recorded 2,600-step
+# replay, which stays the arm's record; this one is trained without a launch, so it is not recorded), then the coverage
+# phase from that checkpoint as summarization-replays runs it, and the records. About 2 hours.
+SUMMARIZATION_COVERAGE ?= runs/summarization_coverage
+summarization-coverage: $(VENV)/.installed
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.train --config=experiments/cnn_dailymail_cpu/lstm_pointer_generator.py \
+	  --workdir=$(SUMMARIZATION_COVERAGE)/cnn_dailymail_cpu/lstm_pointer_generator/single/default \
+	  --config.train.steps=2400 --config.train.time_limit_minutes=0
+	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(SUMMARIZATION_COVERAGE) \
+	  --experiment=experiments/cnn_dailymail_cpu/lstm_coverage.py --split=validation,test \
+	  --config.train.steps=2601 --config.train.time_limit_minutes=0 --config.train.init_at_step=2400 \
+	  --config.train.eval_every=200
+	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(SUMMARIZATION_COVERAGE) --dst=results/summarization
 
 # The decoder-only LM's scaling laws on Wikipedia (needs ../shared/data): the size sweep (L(N), and the compute
 # frontier from its learning curves), the data sweep (L(D), stopped early) and the positional sweep, each point scored
