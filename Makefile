@@ -154,7 +154,8 @@ summarization: $(VENV)/.installed
 # The summarization arms' workdirs were lost with the machine that trained them: each arm is replayed from its seed to
 # the step count its 90-minute budget reached (docs/summarization/results.json: trained_step), so that its record does
 # not depend on how busy this machine is; the learning rates (constant Adam, the Transformer's rsqrt warm-up) do not
-# read the step count. The coverage phase starts from the pointer-generator's replayed step-2400 checkpoint (the one
+# read the step count. The Transformer's budgeted run was evaluated at steps 2000, 2001 (its best) and 2002: its
+# replay stops at 2001 first, so that it evaluates there too, then goes on to 2002. The coverage phase starts from the pointer-generator's replayed step-2400 checkpoint (the one
 # the budgeted run's 85-minute rule chose: 83.4 minutes) and trains to step 2601, as it did; it evaluates at step 2600
 # too, as the budgeted run did when its time was up (its best checkpoint by validation). Then Lead-3, the report, and the
 # records (python -m launch.record --src=$(SUMMARIZATION) --dst=results/summarization). About 9 hours; a re-run skips
@@ -164,6 +165,10 @@ SUMMARIZATION_REPLAYS = lstm_seq2seq:6287 lstm_bahdanau:2400 lstm_pointer_genera
 summarization-replays: $(VENV)/.installed
 	set -e; for r in $(SUMMARIZATION_REPLAYS); do arm=$${r%%:*}; extra=; \
 	  if [ $$arm = lstm_coverage ]; then extra="--config.train.init_at_step=2400 --config.train.eval_every=200"; fi; \
+	  run=$(SUMMARIZATION)/cnn_dailymail_cpu/$$arm/single/default; \
+	  if [ $$arm = transformer ] && ! grep -qs '"status": "done"' $$run/launch.json; then \
+	    mkdir -p $$run && JAX_PLATFORMS=cpu $(PY) -m attnjax.train --config=experiments/cnn_dailymail_cpu/$$arm.py \
+	      --workdir=$$run --config.train.steps=2001 --config.train.time_limit_minutes=0 >> $$run/launch.log 2>&1; fi; \
 	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(SUMMARIZATION) \
 	    --experiment=experiments/cnn_dailymail_cpu/$$arm.py --split=validation,test \
 	    --config.train.steps=$${r#*:} --config.train.time_limit_minutes=0 $$extra; done
