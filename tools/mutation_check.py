@@ -78,6 +78,13 @@ class Mutant:
 
 
 MUTANTS = (
+    Mutant("memory-attention-sqrt-dk", "attnjax/kernels/dot_product.py",
+           "preferred_element_type=acc) * jnp.asarray(1.0 / math.sqrt(h),",
+           "preferred_element_type=acc) * jnp.asarray(1.0 / h,",
+           ("tests/kernels/test_dot_product.py::"
+            "test_attention_over_a_projected_memory_in_its_head_major_layout_matches_numpy_transcription",
+            TRANSFORMER_PAPER),
+           "Vaswani eq. 1 over the cross-attention cache: softmax(Q K^T / sqrt(d_k)) V"),
     Mutant("squad2-null-per-pointer", "attnjax/models/span_qa.py",
            "null_end = outputs[\"no_answer_end_logit\"].astype(jnp.float32)[:, None]",
            "null_end = null_start",

@@ -66,6 +66,27 @@ def xla_attention(query, key, value, *, mask, bias, is_causal, scale, dropout_ra
   return out.astype(query.dtype), weights
 
 
+def projected_memory_attention(query, key_t, value_t, *, mask=None, dropout_rate=0.0, dropout_rng=None):
+  """:func:`xla_attention` (default scale, no bias) over keys and values kept as ``[B, N, H, S]``: the
+  cross-attention cache's layout (:meth:`attnjax.layers.attention.MultiHeadAttention.project_kv`), each ``[H, S]``
+  matrix read by the products as it lies. ``query [B, T, N, H]``; ``mask`` broadcastable to ``[B, N, T, S]``.
+  Returns ``(out [B, T, N, H], weights [B, N, T, S])``."""
+  b, t, n, h = query.shape
+  if key_t.shape != value_t.shape or key_t.shape[:3] != (b, n, h):
+    raise ValueError(f"key and value must be [B, N, H, S] = [{b}, {n}, {h}, S] for query {query.shape}, got "
+                     f"{key_t.shape} and {value_t.shape}")
+  acc = accumulation_dtype(query.dtype)
+  logits = jnp.einsum("btnh,bnhs->bnts", query, key_t, preferred_element_type=acc) * jnp.asarray(1.0 / math.sqrt(h),
+                                                                                                  acc)
+  weights = masked_softmax(logits, mask)
+  probs = weights
+  if dropout_rate > 0.0:
+    keep = full_dropout_keep(dropout_seeds(dropout_rng), dropout_rate, (b, n, t, key_t.shape[-1]))
+    probs = jnp.where(keep, weights / (1.0 - dropout_rate), 0.0)
+  out = jnp.einsum("bnts,bnhs->btnh", probs.astype(value_t.dtype), value_t)
+  return out.astype(query.dtype), weights
+
+
 def _relative_logits(query, rel, acc):
   """q_t·a_ts as ``[B, N, T, S]``: from the ``[(B,) T, S, H]`` vectors, or factored, q_t·w_r for each of the R
   distances (one ``[H, R]`` matmul) of which each (t, s) takes its own."""

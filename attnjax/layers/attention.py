@@ -19,8 +19,12 @@ any other array, and one call may append many tokens (a prefill) as well as one.
 * self-attention cache: ``{"key": [B, L, N, H], "value": [B, L, N, H]}`` plus the scalar position ``cache_index`` of
   the first new token, passed alongside; new keys/values are written at ``cache_index ... cache_index + T - 1`` and
   query t attends keys ``s <= cache_index + t`` (rows of a batch decode in lockstep).
-* cross-attention cache: the projected memory ``{"key": [B, S, N, H], "value": [B, S, N, H]}`` from
-  :meth:`MultiHeadAttention.project_kv`, computed once per source instead of once per decoded token.
+* cross-attention cache: the projected memory ``{"key": [B, N, H, S], "value": [B, N, H, S]}`` from
+  :meth:`MultiHeadAttention.project_kv`, computed once per source instead of once per decoded token. It is kept in
+  the layout of the products that read it (per batch row and head, an ``[H, S]`` matrix): in the attention's own
+  ``[B, S, N, H]`` layout, XLA's CPU program transposed all of it at every decoded token (47% of beam search's op
+  time at the summarization study's shapes, ``benchmarks.op_profile``-style trace), because the loop does not see
+  that the cache never changes. Read back into ``[B, S, N, H]``, the two transposes cancel in XLA.
 """
 
 from __future__ import annotations
@@ -182,8 +186,10 @@ class MultiHeadAttention(nn.Module):
     query = self._project(self.query, inputs_q)
     t = inputs_q.shape[1]
     new_cache = None
-    if kv_cache is not None and cache_index is None:  # cross-attention over a projected memory
-      key, value = kv_cache["key"], kv_cache["value"]
+    if kv_cache is not None and cache_index is None:  # cross-attention over a projected memory [B, N, H, S]
+      if self.attention_type == "full" and not self.relative:
+        return self._attend_projected_memory(query, kv_cache, mask, segment_ids, deterministic, return_weights)
+      key, value = (jnp.transpose(kv_cache[name], (0, 3, 1, 2)) for name in ("key", "value"))
       q_positions = kv_positions = None
     else:
       inputs_kv = inputs_q if inputs_kv is None else inputs_kv
@@ -242,6 +248,19 @@ class MultiHeadAttention(nn.Module):
     out, weights = result if return_weights else (result, None)
     return self._combine(out), new_cache, weights
 
+  def _attend_projected_memory(self, query, kv_cache, mask, segment_ids, deterministic, return_weights):
+    """Cross-attention over the cache of :meth:`project_kv` in its own layout (no transpose of it per call)."""
+    if segment_ids is not None:
+      q_segments, kv_segments = segment_ids
+      segments = ((kv_segments != 0)[:, None, None, :] if q_segments is None
+                  else kernels.segment_ids_mask(q_segments, kv_segments))
+      mask = segments if mask is None else jnp.logical_and(mask, segments)
+    dropout = self.dropout_rate > 0.0 and not deterministic
+    out, weights = kernels.projected_memory_attention(
+        query, kv_cache["key"], kv_cache["value"], mask=mask, dropout_rate=self.dropout_rate if dropout else 0.0,
+        dropout_rng=self.make_rng("dropout") if dropout else None)
+    return self._combine(out), None, weights if return_weights else None
+
   def _local_or_linear(self, query, key, value, mask, is_causal, q_positions, kv_positions, cached):
     """Local or linear self-attention ``[B, T, N, H]``. Without a cache through the kernels (linear in T); with one,
     exactly the same function over the cached buffer (one query at a time is cheap either way)."""
@@ -269,5 +288,7 @@ class MultiHeadAttention(nn.Module):
     return (numerator / (denominator + 1e-6)).astype(query.dtype)
 
   def project_kv(self, inputs_kv):
-    """The cross-attention cache of a memory ``[B, S, D]``: ``{"key", "value"}: [B, S, N, H]``, computed once."""
-    return {"key": self._project(self.key, inputs_kv), "value": self._project(self.value, inputs_kv)}
+    """The cross-attention cache of a memory ``[B, S, D]``: ``{"key", "value"}: [B, N, H, S]``, computed once (the
+    products' layout: see the module docstring)."""
+    return {name: jnp.transpose(self._project(dense, inputs_kv), (0, 2, 3, 1))
+            for name, dense in (("key", self.key), ("value", self.value))}

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
-from attnjax.kernels import causal_mask, padding_mask, scaled_dot_product_attention
+from attnjax.kernels import (causal_mask, padding_mask, projected_memory_attention,
+                             scaled_dot_product_attention)
 from tests.kernels import reference
 
 B, T, S, N, H = 2, 7, 9, 3, 8
@@ -43,6 +44,21 @@ def test_output_and_weights_match_numpy_transcription(rng):
   assert out.shape == (B, T, N, H) and weights.shape == (B, N, T, S)
   np.testing.assert_allclose(out, ref_out, atol=1e-5)
   np.testing.assert_allclose(weights, ref_w, atol=1e-6)
+
+
+def test_attention_over_a_projected_memory_in_its_head_major_layout_matches_numpy_transcription(rng):
+  """The cross-attention cache's kernel: keys and values given as [B, N, H, S], the same attention (default scale,
+  masked keys, a fully masked row giving zeros) as the NumPy transcription over [B, S, N, H]."""
+  q, k, v = _qkv(rng)
+  mask = np.array(_mask(rng))
+  mask[1, :, 2] = False  # one query sees no key
+  head_major = lambda x: jnp.transpose(x, (0, 2, 3, 1))  # noqa: E731
+  out, weights = projected_memory_attention(q, head_major(k), head_major(v), mask=jnp.asarray(mask))
+  ref_out, ref_w = reference.attention(q, k, v, mask=mask, scale=1.0 / np.sqrt(H))
+  np.testing.assert_allclose(out, ref_out, atol=1e-5)
+  np.testing.assert_allclose(weights, ref_w, atol=1e-6)
+  with pytest.raises(ValueError, match=r"key and value must be \[B, N, H, S\]"):
+    projected_memory_attention(q, k, v)
 
 
 def test_default_scale_is_inverse_sqrt_head_dim(rng):
