@@ -24,7 +24,7 @@ any other array, and one call may append many tokens (a prefill) as well as one.
   the layout of the products that read it (per batch row and head, an ``[H, S]`` matrix): in the attention's own
   ``[B, S, N, H]`` layout, XLA's CPU program transposed all of it at every decoded token (47% of beam search's op
   time at the summarization study's shapes, ``benchmarks.op_profile``-style trace), because the loop does not see
-  that the cache never changes. Read back into ``[B, S, N, H]``, the two transposes cancel in XLA.
+  that the cache never changes. :func:`attnjax.kernels.projected_memory_attention` reads it as it lies.
 """
 
 from __future__ import annotations
