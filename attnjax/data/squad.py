@@ -296,8 +296,26 @@ def _load_squad_json(data_cfg, only=None, **_) -> dict[str, list[SquadQuestion]]
     return {split: load_squad_json(in_dir(directory, name))
             for split, name in configured_splits(data_cfg, only=only).items()}
   heldout = dict(get(data_cfg, "heldout", DEFAULT_SQUAD_HELDOUT).items())
-  return only_splits(split_by_source(load_squad_json(in_dir(directory, os.fspath(path))), heldout,
-                                     seed=get(data_cfg, "split_seed", 0), key=_article), only)
+  questions = load_squad_json(in_dir(directory, os.fspath(path)))
+  splits = split_by_source(questions, heldout, seed=get(data_cfg, "split_seed", 0), key=_article)
+  train_also = get(data_cfg, "train_also", None)
+  if train_also is not None and (only is None or "train" in only):
+    splits["train"] = splits["train"] + _articles_not_in(load_squad_json(in_dir(directory, os.fspath(train_also))),
+                                                         questions, f"config.data.train_also={train_also!r}")
+  return only_splits(splits, only)
+
+
+def _articles_not_in(extra: Sequence[SquadQuestion], questions: Sequence[SquadQuestion],
+                     where: str) -> list[SquadQuestion]:
+  """The questions of ``extra`` whose article is none of ``questions``' (same title, or any paragraph in common), so
+  that more training data never brings in a paragraph the task evaluates on; what is left out is logged."""
+  titles, contexts = {_article(q) for q in questions}, {q.context for q in questions}
+  shared = {_article(q) for q in extra if _article(q) in titles or q.context in contexts}
+  kept = [q for q in extra if _article(q) not in shared]
+  logging.info("%s: %d questions of %d articles join the train split; %d questions of %d articles that the task's "
+               "file also has are left out", where, len(kept), len({_article(q) for q in kept}),
+               len(extra) - len(kept), len(shared))
+  return kept
 
 
 def _load_tfds_squad(data_cfg, process_index=None, process_count=None, only=None) -> dict[str, list[SquadQuestion]]:
@@ -320,7 +338,9 @@ def load_qa_task(data_cfg, *, process_index: int | None = None, process_count: i
   * ``squad_json``: official-format JSON files (optionally gzipped). Either ``splits`` (split -> file, relative to
     ``dir``), or ``path`` (one file, relative to ``dir``) split by a hash of each article's title into ``heldout``
     (``{"validation": 0.1, "test": 0.1}``; the rest is "train") with ``split_seed`` (0): all questions of an article
-    land in one split, so no paragraph is both trained and evaluated on.
+    land in one split, so no paragraph is both trained and evaluated on. With ``path``, ``train_also`` (a second
+    file, relative to ``dir``) adds to train the questions of its articles that ``path`` does not have (by title or
+    by any shared paragraph): SQuAD v1.1 dev's 13 articles that v2.0 dev lacks, for a study split from v2.0 dev.
   * ``tfds_squad``: ``tfds_name`` ("squad/v1.1" or "squad/v2.0"), ``splits`` (``{"train": "train", "validation":
     "validation"}``), ``tfds_data_dir``, ``tfds_download``, ``tfds_backend`` as for the other tfds sources.
 

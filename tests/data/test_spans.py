@@ -1,6 +1,8 @@
 """SQuAD-format sources and the span batcher: what a QA training run reads, checked against the fixture's own text."""
 
+import copy
 import json
+import logging
 
 import ml_collections
 import numpy as np
@@ -94,6 +96,34 @@ def test_one_file_is_split_by_article_into_heldout_sets(tmp_path):
   assert 0.1 < len(articles["validation"]) / 300 < 0.3 and 0.03 < len(articles["test"]) / 300 < 0.2
   with pytest.raises(ValueError, match="exactly one of config.data.path"):
     squad.load_qa_task(qa_config(tmp_path, path="all.json"))
+
+
+def test_a_second_file_adds_to_train_only_the_articles_the_split_file_lacks(tmp_path, caplog):
+  main = synthetic_squad(60, seed=2, unanswerable=0.5, paragraphs_per_article=3)  # "article 0" .. "article 19"
+  extra = copy.deepcopy(synthetic_squad(30, seed=3, paragraphs_per_article=3))  # "article 0" .. "article 9"
+  for i, article in enumerate(extra["data"]):
+    for paragraph in article["paragraphs"]:
+      for question in paragraph["qas"]:
+        question["id"] = "x" + question["id"]
+    if i >= 5:  # new titles; the last of them carries one of the split file's paragraphs under its new title
+      article["title"] = f"other {i}"
+  extra["data"][9]["paragraphs"][0] = copy.deepcopy(main["data"][12]["paragraphs"][0])
+  write_squad(tmp_path / "all.json", main)
+  write_squad(tmp_path / "more.json", extra)
+  cfg = qa_config(tmp_path, path="all.json", heldout={"validation": 0.2, "test": 0.2})
+  del cfg["splits"]
+  alone = squad.load_qa_task(cfg)
+  cfg.train_also = "more.json"
+  with caplog.at_level(logging.INFO):
+    joined = squad.load_qa_task(cfg)
+  expected = [q["id"] for article in extra["data"][5:9] for p in article["paragraphs"] for q in p["qas"]]
+  assert [q.qid for q in joined["train"]] == [q.qid for q in alone["train"]] + expected
+  assert {q.title for q in joined["train"][len(alone["train"]):]} == {"other 5", "other 6", "other 7", "other 8"}
+  for split in ("validation", "test"):
+    assert joined[split] == alone[split]
+  assert "24 questions of 4 articles join the train split; 36 questions of 6 articles" in caplog.text
+  cfg.train_also = "missing.json"  # read only when the train split is
+  assert squad.load_qa_task(cfg, splits=["validation", "test"]) == {k: alone[k] for k in ("validation", "test")}
 
 
 def test_malformed_squad_file_names_file_and_location(tmp_path):
