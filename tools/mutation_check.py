@@ -65,6 +65,8 @@ LM_JOINT = "tests/test_report_lm_scaling.py::test_the_joint_law_recovers_kaplans
 TOP_P = "tests/test_generation.py::test_top_p_samples_from_the_smallest_set_that_reaches_p"
 TOP_K = "tests/test_generation.py::test_top_k_never_samples_outside_the_k_and_follows_the_renormalised_softmax"
 SPAN_NULL_POINTERS = "tests/models/test_span_qa.py::test_span_loss_puts_the_cls_start_and_end_in_their_own_pointer_distributions"
+SPAN_VERIFIER_LOSS = "tests/models/test_span_qa.py::test_span_loss_adds_the_verifiers_binary_cross_entropy"
+SPAN_VERIFIER_SCORE = "tests/models/test_span_qa.py::test_the_verifier_reads_cls_and_adds_its_logit_to_the_null_score"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +92,16 @@ MUTANTS = (
            "null_end = null_start",
            (SPAN_NULL_POINTERS,),
            "Devlin §4.3: start[CLS] extends the start distribution and end[CLS] the end distribution"),
+    Mutant("squad2-verifier-bce-label", "attnjax/models/span_qa.py",
+           "optax.sigmoid_binary_cross_entropy(verifier, impossible.astype(jnp.float32))",
+           "optax.sigmoid_binary_cross_entropy(verifier, 1.0 - impossible.astype(jnp.float32))",
+           (SPAN_VERIFIER_LOSS,),
+           "Retro-Reader's internal verifier: BCE of sigma(v) against 'unanswerable'"),
+    Mutant("squad2-verifier-in-null-score", "attnjax/models/span_qa.py",
+           "null = jnp.sum(null, axis=1)  # n = start[CLS] + end[CLS] (+ v)",
+           "null = null[:, 0] + null[:, 1]",
+           (SPAN_VERIFIER_SCORE,),
+           "Retro-Reader's rear verification: no answer iff n + v > the best span's score"),
     Mutant("embedding-sqrt-dmodel", "attnjax/layers/embedding.py",
            "return x * jnp.asarray(math.sqrt(self.features), self.dtype) if self.scale else x",
            "return x",

@@ -50,6 +50,21 @@ softmax and shifts both sides of the rule by the same k):
 * the BiLSTM reader, whose n is one score: n/2 joins both (Levy et al.'s b = n/2). Appending n itself to both would
   make the rule compare n with a score whose null counterpart is 2n.
 
+**A verifier beside the null span** (``no_answer_verifier``, Transformer and BERT readers): a second dense layer on
+h_CLS gives the logit v of "unanswerable", trained with its own binary cross-entropy beside the pointers' loss,
+
+    L = ½ [−log p_start(s*) − log p_end(e*)] + BCE(σ(v), is_impossible),
+
+the internal front verifier of Zhang et al.'s Retro-Reader (2021), whose loss weights each term ½ (the same
+minimiser; under Adam the same updates, up to its ε). The decision adds the two pieces of evidence in logit units,
+
+    no answer iff n + v > start_s + end_e,   n = start[CLS] + end[CLS],
+
+Retro-Reader's rear verification with equal weights (theirs are ½ and ½, a factor the validation-chosen threshold on
+σ(n + v − best span) absorbs). ``no_answer_logit`` is then n + v, so every consumer of the null score (the decoding
+rule, the windows' minimum, the no-answer probability) uses the combined score unchanged; the pointers' loss still
+reads start[CLS] and end[CLS] alone.
+
 Shapes: B batch, Q question length, C context length, D ``d_model``. Padding context positions get the finite
 logit ``MASKED_LOGIT`` so they are never predicted and contribute exactly zero probability.
 """
@@ -62,6 +77,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import optax
 
 from attnjax import kernels
 from attnjax.layers.embedding import POSITIONAL_ENCODINGS, PositionalEncoding, TokenEmbedding
@@ -132,11 +148,13 @@ class SpanQA(nn.Module):
     dtype: computation dtype; parameters and logits stay float32.
     pre_norm: a pre-norm BERT encoder with a final LayerNorm (bert; :class:`attnjax.models.bert.BertEncoder`), as a
       reader fine-tuned from a pre-norm masked LM must be.
+    no_answer_verifier: a verifier's logit v on h_CLS, trained with its own binary loss and added to the null span
+      score (transformer and bert, with ``allow_no_answer``; see the module docstring).
 
   ``__call__(question [B, Q], context [B, C], question_mask=None, context_mask=None, *, deterministic=True)``
   returns ``{"start_logits": [B, C], "end_logits": [B, C], "context_mask": [B, C]}`` plus ``"no_answer_logit": [B]``
-  when ``allow_no_answer`` (and, from the Transformer and BERT encoders, its two terms ``"no_answer_start_logit"``
-  and ``"no_answer_end_logit"``: start[CLS] and end[CLS]); masks default to ``ids != PAD_ID``, and padding context
+  when ``allow_no_answer`` (and, from the Transformer and BERT encoders, its terms ``"no_answer_start_logit"`` and
+  ``"no_answer_end_logit"``: start[CLS] and end[CLS], and with the verifier ``"no_answer_verifier_logit"``: v); masks default to ``ids != PAD_ID``, and padding context
   positions carry ``MASKED_LOGIT``.
   """
   vocab_size: int
@@ -155,6 +173,7 @@ class SpanQA(nn.Module):
   layer_norm_epsilon: float = 1e-12  # encoder "bert"
   dtype: Any = jnp.float32
   pre_norm: bool = False  # encoder "bert"
+  no_answer_verifier: bool = False  # encoders "transformer" and "bert", with allow_no_answer
 
   def __post_init__(self):
     # At construction, so a bad config fails before anything is initialised or compiled.
@@ -170,6 +189,11 @@ class SpanQA(nn.Module):
       raise ValueError(f"positional must be one of {POSITIONAL_ENCODINGS}, got {self.positional!r}")
     if not isinstance(self.allow_no_answer, bool):
       raise ValueError(f"allow_no_answer must be a bool, got {self.allow_no_answer!r}")
+    if not isinstance(self.no_answer_verifier, bool):
+      raise ValueError(f"no_answer_verifier must be a bool, got {self.no_answer_verifier!r}")
+    if self.no_answer_verifier and (not self.allow_no_answer or self.encoder == "bilstm"):
+      raise ValueError(f"no_answer_verifier needs allow_no_answer=True and the [CLS] of encoder 'transformer' or "
+                       f"'bert', got allow_no_answer={self.allow_no_answer}, encoder={self.encoder!r}")
     if self.pre_norm and self.encoder != "bert":
       raise ValueError(f"pre_norm applies to the BERT encoder (encoder='bert'), got encoder={self.encoder!r}")
     if self.encoder == "transformer" and (isinstance(self.num_heads, bool) or not isinstance(self.num_heads, int)
@@ -193,6 +217,7 @@ class SpanQA(nn.Module):
                               pre_norm=self.pre_norm, name="bert")
       self.qa_outputs = nn.Dense(2, dtype=jnp.float32, name="qa_outputs",
                                  kernel_init=nn.initializers.normal(0.02))
+      self._verifier_head()
       return
     if self.encoder == "transformer":
       cfg = LayerConfig(d, self.num_heads, self.d_ff, self.dropout_rate, attention_dropout_rate=self.dropout_rate,
@@ -209,6 +234,7 @@ class SpanQA(nn.Module):
       self.layers = [EncoderLayer(cfg, name=f"encoder_{i}") for i in range(self.num_layers)]
       self.embed_dropout = nn.Dropout(self.dropout_rate)
       self.qa_outputs = nn.Dense(2, dtype=jnp.float32, name="qa_outputs")
+      self._verifier_head()
     else:
       self.contextual = _BiLSTM(d, self.num_layers, self.dropout_rate, self.dtype, name="contextual")
       self.w_a = self.param("w_a", nn.initializers.lecun_normal(), (d, d))
@@ -220,6 +246,17 @@ class SpanQA(nn.Module):
         # Bias = Levy et al.'s trainable b (×2, see the module docstring); the zero kernel starts there exactly.
         self.no_answer_head = nn.Dense(1, kernel_init=nn.initializers.zeros_init(), dtype=jnp.float32,
                                        name="no_answer_head")
+
+  def _verifier_head(self):
+    if self.no_answer_verifier:
+      self.verifier = nn.Dense(1, dtype=jnp.float32, kernel_init=nn.initializers.normal(0.02),
+                               name="no_answer_verifier")
+
+  def _cls_scores(self, h_cls):
+    """``[B, 2]``: (start[CLS], end[CLS]) from ``h_cls [B, D]``, and with the verifier ``[B, 3]``, its logit v last."""
+    h_cls = h_cls.astype(jnp.float32)
+    scores = self.qa_outputs(h_cls)
+    return jnp.concatenate([scores, self.verifier(h_cls)], axis=-1) if self.no_answer_verifier else scores
 
   # ------------------------------------------------------------------------------------------------- encoders
 
@@ -254,7 +291,7 @@ class SpanQA(nn.Module):
     h_context = jnp.take_along_axis(x, slot[:, q + 2:, None], axis=1)  # [B, C, D]
     logits = self.qa_outputs(h_context.astype(jnp.float32))  # [B, C, 2]
     # [CLS] is real and first, so it stays at packed slot 0; BERT's null span (start[CLS], end[CLS]).
-    null = self.qa_outputs(x[:, 0].astype(jnp.float32))  # [B, 2]
+    null = self._cls_scores(x[:, 0])  # [B, 2], or [B, 3] with the verifier
     return logits[..., 0], logits[..., 1], null
 
   def _bert(self, question, context, qm, cm, deterministic):
@@ -272,7 +309,7 @@ class SpanQA(nn.Module):
     hidden = self.bert(ids, token_type_ids=types, segment_ids=real.astype(jnp.int32), positions=positions,
                        deterministic=deterministic)["last_hidden_state"]
     logits = self.qa_outputs(hidden[:, q + 2:q + 2 + c].astype(jnp.float32))  # [B, C, 2]
-    null = self.qa_outputs(hidden[:, 0].astype(jnp.float32))  # [B, 2]: (start[CLS], end[CLS])
+    null = self._cls_scores(hidden[:, 0])  # [B, 2]: (start[CLS], end[CLS]); [B, 3] with the verifier
     return logits[..., 0], logits[..., 1], null
 
   def _bilstm(self, question, context, qm, cm, deterministic):
@@ -313,9 +350,11 @@ class SpanQA(nn.Module):
            "end_logits": jnp.where(cm, end, MASKED_LOGIT).astype(jnp.float32), "context_mask": cm}
     if self.allow_no_answer:
       null = null.astype(jnp.float32)
-      if null.ndim == 2:  # the null span's start and end logits at [CLS]
+      if null.ndim == 2:  # the null span's start and end logits at [CLS], then the verifier's logit if any
         out["no_answer_start_logit"], out["no_answer_end_logit"] = null[:, 0], null[:, 1]
-        null = null[:, 0] + null[:, 1]
+        if null.shape[1] == 3:
+          out["no_answer_verifier_logit"] = null[:, 2]
+        null = jnp.sum(null, axis=1)  # n = start[CLS] + end[CLS] (+ v)
       out["no_answer_logit"] = null
     return out
 
@@ -392,7 +431,9 @@ def span_nll(outputs, start_positions, end_positions, is_impossible=None):
   ``no_answer_end_logit`` (start[CLS] and end[CLS], Devlin et al. 2019 §4.3) where the outputs have them, else n/2
   in both; either way the null option's factorised score is n, the quantity :func:`best_span` compares with
   start_s + end_e (see the module docstring). An impossible question's target is that class for both pointers (its
-  given positions are ignored).
+  given positions are ignored). With ``no_answer_verifier_logit`` v in ``outputs`` the verifier's binary
+  cross-entropy is added: softplus(v) − y·v, y = 1 for an impossible question (every y = 0 without
+  ``is_impossible``).
 
   Args:
     outputs: ``SpanQA.__call__``'s dict; ``context_mask`` (if absent: logits above ``MASKED_LOGIT / 2``) defines
@@ -429,4 +470,9 @@ def span_nll(outputs, start_positions, end_positions, is_impossible=None):
   def nll(logits, target):
     return -jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), target[:, None].astype(jnp.int32), axis=1)[:, 0]
 
-  return 0.5 * (nll(start, start_positions) + nll(end, end_positions))
+  loss = 0.5 * (nll(start, start_positions) + nll(end, end_positions))
+  if "no_answer_verifier_logit" in outputs:
+    impossible = jnp.zeros((b,), bool) if is_impossible is None else jnp.asarray(is_impossible).astype(bool)
+    verifier = outputs["no_answer_verifier_logit"].astype(jnp.float32)
+    loss = loss + optax.sigmoid_binary_cross_entropy(verifier, impossible.astype(jnp.float32))
+  return loss

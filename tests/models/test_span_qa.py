@@ -117,6 +117,35 @@ def test_dropout_changes_real_positions_only():
   assert np.isfinite(np.asarray(noisy["no_answer_logit"])).all()
 
 
+@pytest.mark.parametrize("encoder", ["transformer", "bert"])
+def test_the_verifier_reads_cls_and_adds_its_logit_to_the_null_score(encoder):
+  """v is a dense layer on the same h_CLS as start[CLS] and end[CLS]: given the start column of ``qa_outputs`` as its
+  weights it equals start[CLS] (then end[CLS] for the end column), and the null score is start + end + v. The span
+  logits and the null span's terms are those of the reader without a verifier on the same weights."""
+  extra = dict(cls_id=1, sep_id=2) if encoder == "bert" else {}
+  plain = _model(encoder=encoder, **extra)
+  model = _model(encoder=encoder, no_answer_verifier=True, **extra)
+  _, _, question, context = setup_for(CONFIGS[0])
+  params = model.init(jax.random.PRNGKey(0), question, context)["params"]
+  assert set(params) - set(plain.init(jax.random.PRNGKey(0), question, context)["params"]) == {"no_answer_verifier"}
+  without = {k: v for k, v in params.items() if k != "no_answer_verifier"}
+  reference = plain.apply({"params": without}, question, context)
+  head = params["qa_outputs"]
+  for column, term in ((0, "no_answer_start_logit"), (1, "no_answer_end_logit")):
+    verifier = {"kernel": head["kernel"][:, column:column + 1], "bias": head["bias"][column:column + 1]}
+    out = model.apply({"params": {**params, "no_answer_verifier": verifier}}, question, context)
+    for key in ("start_logits", "end_logits", "no_answer_start_logit", "no_answer_end_logit"):
+      _close(out[key], reference[key])
+    _close(out["no_answer_verifier_logit"], reference[term])
+    _close(out["no_answer_logit"], reference["no_answer_logit"] + reference[term])
+
+
+@pytest.mark.parametrize("overrides", [dict(encoder="bilstm"), dict(allow_no_answer=False)])
+def test_the_verifier_needs_a_cls_null_span(overrides):
+  with pytest.raises(ValueError, match="no_answer_verifier"):
+    _model(no_answer_verifier=True, **overrides)
+
+
 def test_learned_positions_must_cover_the_packed_pair():
   model = _model(positional="learned", max_length=Q + C + 1)  # one short of [CLS] q [SEP] c
   _, _, question, context = setup_for(CONFIGS[0])
@@ -242,6 +271,30 @@ def test_span_loss_puts_the_cls_start_and_end_in_their_own_pointer_distributions
     np.testing.assert_allclose(float(got), want, rtol=1e-5)
     split = _numpy_span_loss(start, end, mask, null_start + null_end, starts, ends, rows)
     assert abs(want - split) > 1e-3  # the test tells the two forms apart
+
+
+def test_span_loss_adds_the_verifiers_binary_cross_entropy():
+  """With the verifier's logit v: the pointers' loss (start[CLS] and end[CLS] alone as the null classes, not n + v)
+  plus BCE = log(1 + e^v) - y·v, y = 1 for an impossible question, and every y = 0 without is_impossible."""
+  rng = np.random.default_rng(7)
+  start, end, mask = _random_logits(rng, 6, 8)
+  mask[:, 0], mask[1] = True, np.arange(8) < 3  # every row needs a real token for its answer
+  impossible = np.array([False, True, False, True, True, False])
+  starts = np.array([np.flatnonzero(mask[b])[0] for b in range(6)])
+  ends = np.array([np.flatnonzero(mask[b])[-1] for b in range(6)])
+  null_start, null_end = (rng.normal(size=6).astype(np.float32) * 2 for _ in range(2))
+  verifier = rng.normal(size=6).astype(np.float32) * 3
+  outputs = {"start_logits": jnp.where(mask, start, MASKED_LOGIT), "end_logits": jnp.where(mask, end, MASKED_LOGIT),
+             "context_mask": jnp.asarray(mask), "no_answer_logit": jnp.asarray(null_start + null_end + verifier),
+             "no_answer_start_logit": jnp.asarray(null_start), "no_answer_end_logit": jnp.asarray(null_end),
+             "no_answer_verifier_logit": jnp.asarray(verifier)}
+  v = verifier.astype(np.float64)
+  for rows in (impossible, None):
+    y = np.zeros(6) if rows is None else rows.astype(np.float64)
+    bce = np.mean(np.log1p(np.exp(v)) - y * v)
+    pointers = _numpy_span_loss(start, end, mask, null_start + null_end, starts, ends, rows, (null_start, null_end))
+    got = span_loss(outputs, jnp.asarray(starts), jnp.asarray(ends), None if rows is None else jnp.asarray(rows))
+    np.testing.assert_allclose(float(got), pointers + bce, rtol=1e-5)
 
 
 def test_span_loss_needs_a_null_logit_for_impossible_questions():
