@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 
-.PHONY: quickstart test test-slow docs minilm transfer squad2 scaling bench aot mutants faults study meteor-replays summarization summarization-replays summarization-coverage transfer-budget clean
+.PHONY: quickstart test test-slow docs minilm transfer squad2 squad2-ablations scaling bench aot mutants faults study meteor-replays summarization summarization-replays summarization-coverage transfer-budget clean
 
 # the package alone (what the quickstart needs), then the test extra on top (pytest, the Cloud Storage emulator, and
 # libtpu for compiling TPU programs ahead of time on this CPU)
@@ -249,6 +249,14 @@ squad2: $(VENV)/.installed minilm
 	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(SQUAD2) \
 	    --experiment=experiments/squad_v2_cpu/$$reader.py --split=validation,test; done
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=$(SQUAD2) --out=$(SQUAD2)/report
+
+# Ablations of the reader from all-MiniLM-L6-v2 (60 minutes each, each into a workdir root of its own, so that the
+# report's study keeps one reader per starting point): a verifier beside the null span; batches of 16.
+SQUAD2_ABLATIONS = verifier batch16
+squad2-ablations: $(VENV)/.installed minilm
+	set -e; for variant in $(SQUAD2_ABLATIONS); do \
+	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(SQUAD2)_$$variant \
+	    --experiment=experiments/squad_v2_cpu/bert_from_minilm_$$variant.py --split=validation,test; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info

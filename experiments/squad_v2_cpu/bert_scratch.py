@@ -21,11 +21,11 @@ from experiments.squad_v2_cpu.bilstm import to_squad2
 STEPS = 480
 
 
-def squad2_budget(config, learning_rate: float):
-  """``config`` with the SQuAD 2.0 study's step budget, evaluation cadence and ``learning_rate``."""
+def squad2_budget(config, learning_rate: float, steps: int = STEPS):
+  """``config`` with the SQuAD 2.0 study's step budget (``steps``), evaluation cadence and ``learning_rate``."""
   t = config.train
-  t.steps, t.warmup_steps = STEPS, STEPS // 10
-  t.eval_every = t.checkpoint_every = STEPS // 2
+  t.steps, t.warmup_steps = steps, steps // 10
+  t.eval_every = t.checkpoint_every = steps // 2
   t.learning_rate = learning_rate
   config.eval.num_decode_examples = 600
   return config
