@@ -66,6 +66,8 @@ TOP_P = "tests/test_generation.py::test_top_p_samples_from_the_smallest_set_that
 TOP_K = "tests/test_generation.py::test_top_k_never_samples_outside_the_k_and_follows_the_renormalised_softmax"
 SPAN_NULL_POINTERS = "tests/models/test_span_qa.py::test_span_loss_puts_the_cls_start_and_end_in_their_own_pointer_distributions"
 SPAN_VERIFIER_LOSS = "tests/models/test_span_qa.py::test_span_loss_adds_the_verifiers_binary_cross_entropy"
+SPAN_VERIFIER_STEP = ("tests/models/test_span_qa.py::"
+                      "test_the_training_step_adds_the_verifier_to_the_loss_but_not_to_the_nll_and_skips_filler_rows")
 SPAN_VERIFIER_SCORE = "tests/models/test_span_qa.py::test_the_verifier_reads_cls_and_adds_its_logit_to_the_null_score"
 
 
@@ -95,7 +97,7 @@ MUTANTS = (
     Mutant("squad2-verifier-bce-label", "attnjax/models/span_qa.py",
            "optax.sigmoid_binary_cross_entropy(verifier, impossible.astype(jnp.float32))",
            "optax.sigmoid_binary_cross_entropy(verifier, 1.0 - impossible.astype(jnp.float32))",
-           (SPAN_VERIFIER_LOSS,),
+           (SPAN_VERIFIER_LOSS, SPAN_VERIFIER_STEP),
            "Retro-Reader's internal verifier: BCE of sigma(v) against 'unanswerable'"),
     Mutant("squad2-verifier-in-null-score", "attnjax/models/span_qa.py",
            "null = jnp.sum(null, axis=1)  # n = start[CLS] + end[CLS] (+ v)",

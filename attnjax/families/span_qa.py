@@ -24,7 +24,7 @@ from attnjax.data.tokenizer import load_or_train
 from attnjax.data.wordpiece import WORDPIECE_FILE, wordpiece_in_workdir
 from attnjax.families.base import Predictions, TaskFamily, check_positive_int, fail, no_heatmap, step_tag
 from attnjax.families.base import write_metrics
-from attnjax.models.span_qa import span_nll
+from attnjax.models.span_qa import span_objective
 
 SPAN_METRICS = ("exact_match", "f1")
 SPAN_BATCH_KEYS = ("question", "question_mask", "context", "context_mask", "start_positions", "end_positions",
@@ -33,16 +33,16 @@ SPAN_BATCH_NDIMS = {**{key: 2 for key in SPAN_BATCH_KEYS[:4]}, **{key: 1 for key
 
 
 def span_loss_stats(model, params, batch, rng, deterministic):
-  """Sums of :func:`attnjax.models.span_qa.span_nll` over the batch's questions (``weights`` 0 drops filler rows);
-  ``ntokens`` is the number of questions, so the step's loss is the mean per question."""
+  """Sums over the batch's questions (``weights`` 0 drops filler rows) of :func:`attnjax.models.span_qa.
+  span_objective`'s loss and of the pointers' negative log-likelihood (the same without a verifier); ``ntokens`` is
+  the number of questions, so the step's loss is the mean per question."""
   rngs = None if deterministic else {"dropout": rng}
   outputs = model.apply({"params": params}, batch["question"], batch["context"], batch["question_mask"],
                         batch["context_mask"], deterministic=deterministic, rngs=rngs)
   impossible = batch["is_impossible"] if "no_answer_logit" in outputs else None
-  nll = span_nll(outputs, batch["start_positions"], batch["end_positions"], impossible)
+  loss, nll = span_objective(outputs, batch["start_positions"], batch["end_positions"], impossible)
   weights = batch["weights"].astype(jnp.float32)
-  total = jnp.sum(nll * weights)
-  return {"loss_sum": total, "nll_sum": total, "ntokens": jnp.sum(weights)}
+  return {"loss_sum": jnp.sum(loss * weights), "nll_sum": jnp.sum(nll * weights), "ntokens": jnp.sum(weights)}
 
 
 def score_spans(predictions, examples, names, version: str, *, no_answer_probs=None) -> dict[str, float]:

@@ -46,24 +46,27 @@ softmax and shifts both sides of the rule by the same k):
 
 * the Transformer and BERT readers: start[CLS] joins the start distribution and end[CLS] the end distribution, as
   Devlin et al. (2019, §4.3) extend both probability spaces with the [CLS] position (the model's outputs
-  ``no_answer_start_logit`` and ``no_answer_end_logit``, whose sum is ``no_answer_logit``);
+  ``no_answer_start_logit`` and ``no_answer_end_logit``, whose sum is ``no_answer_logit`` without a verifier);
 * the BiLSTM reader, whose n is one score: n/2 joins both (Levy et al.'s b = n/2). Appending n itself to both would
   make the rule compare n with a score whose null counterpart is 2n.
 
 **A verifier beside the null span** (``no_answer_verifier``, Transformer and BERT readers): a second dense layer on
-h_CLS gives the logit v of "unanswerable", trained with its own binary cross-entropy beside the pointers' loss,
+h_CLS gives the logit v of "unanswerable", trained jointly with its own binary cross-entropy,
 
-    L = ½ [−log p_start(s*) − log p_end(e*)] + BCE(σ(v), is_impossible),
+    L = ½ [−log p_start(s*) − log p_end(e*) + BCE(σ(v), is_impossible)],
 
-the internal front verifier of Zhang et al.'s Retro-Reader (2021), whose loss weights each term ½ (the same
-minimiser; under Adam the same updates, up to its ε). The decision adds the two pieces of evidence in logit units,
+the three terms weighted alike, as the internal front verifier of Zhang et al.'s Retro-Reader (2021) is trained
+beside the span loss. The decision then adds v to the null span score,
 
-    no answer iff n + v > start_s + end_e,   n = start[CLS] + end[CLS],
+    no answer iff n + v > start_s + end_e,   n = start[CLS] + end[CLS].
 
-Retro-Reader's rear verification with equal weights (theirs are ½ and ½, a factor the validation-chosen threshold on
-σ(n + v − best span) absorbs). ``no_answer_logit`` is then n + v, so every consumer of the null score (the decoding
-rule, the windows' minimum, the no-answer probability) uses the combined score unchanged; the pointers' loss still
-reads start[CLS] and end[CLS] alone.
+This is a single-model stand-in for Retro-Reader's rear verification, which adds the null score to the score of a
+separately trained external verifier (with weights ½ and ½, a scale the threshold chosen on validation absorbs); here
+the internal verifier's logit takes that place. n and v are both linear in h_CLS, so the decision gains no capacity:
+what the verifier changes is the training signal the encoder gets about answerability. ``no_answer_logit`` is n + v,
+so every consumer of the null score (the decoding rule, the windows' minimum, the no-answer probability) uses it
+unchanged, while the pointers' loss reads start[CLS] and end[CLS] alone: the rule no longer compares only quantities
+the pointers' loss defines.
 
 Shapes: B batch, Q question length, C context length, D ``d_model``. Padding context positions get the finite
 logit ``MASKED_LOGIT`` so they are never predicted and contribute exactly zero probability.
@@ -87,13 +90,16 @@ from attnjax.models.interface import token_mask
 from attnjax.layers.recurrent import MaskedCellStep, over_time, reverse_real_tokens, zero_carry
 from attnjax.models.transformer import EncoderLayer, LayerConfig
 
-__all__ = ["SpanQA", "best_span", "span_loss", "span_nll", "ENCODERS", "MASKED_LOGIT"]
+__all__ = ["SpanQA", "best_span", "span_loss", "span_nll", "span_objective", "verifier_nll", "ENCODERS",
+           "MASKED_LOGIT"]
 
 ENCODERS = ("transformer", "bilstm", "bert")
 
 # Finite rather than -inf: two of them still add up to a finite float32 (best_span sums start and end logits), and
 # exp(MASKED_LOGIT - max) underflows to exactly 0, so a padding position has zero probability in the loss.
 MASKED_LOGIT = -1e9
+# The verifier's binary cross-entropy beside the pointers' ½ (NLL_start + NLL_end): every term weighted ½.
+VERIFIER_LOSS_WEIGHT = 0.5
 
 
 class _BiLSTM(nn.Module):
@@ -154,8 +160,8 @@ class SpanQA(nn.Module):
   ``__call__(question [B, Q], context [B, C], question_mask=None, context_mask=None, *, deterministic=True)``
   returns ``{"start_logits": [B, C], "end_logits": [B, C], "context_mask": [B, C]}`` plus ``"no_answer_logit": [B]``
   when ``allow_no_answer`` (and, from the Transformer and BERT encoders, its terms ``"no_answer_start_logit"`` and
-  ``"no_answer_end_logit"``: start[CLS] and end[CLS], and with the verifier ``"no_answer_verifier_logit"``: v); masks default to ``ids != PAD_ID``, and padding context
-  positions carry ``MASKED_LOGIT``.
+  ``"no_answer_end_logit"``: start[CLS] and end[CLS], and with the verifier ``"no_answer_verifier_logit"``: v);
+  masks default to ``ids != PAD_ID``, and padding context positions carry ``MASKED_LOGIT``.
   """
   vocab_size: int
   encoder: str = "transformer"
@@ -173,7 +179,7 @@ class SpanQA(nn.Module):
   layer_norm_epsilon: float = 1e-12  # encoder "bert"
   dtype: Any = jnp.float32
   pre_norm: bool = False  # encoder "bert"
-  no_answer_verifier: bool = False  # encoders "transformer" and "bert", with allow_no_answer
+  no_answer_verifier: bool = False  # "transformer", "bert"; needs allow_no_answer
 
   def __post_init__(self):
     # At construction, so a bad config fails before anything is initialised or compiled.
@@ -261,7 +267,8 @@ class SpanQA(nn.Module):
   # ------------------------------------------------------------------------------------------------- encoders
 
   def _transformer(self, question, context, qm, cm, deterministic):
-    """``(start [B, C], end [B, C], null [B, 2])`` from the BERT-style encoder (null: start and end at [CLS])."""
+    """``(start [B, C], end [B, C], null [B, 2 or 3])`` from the BERT-style encoder (null: start and end at [CLS],
+    then the verifier's logit if any)."""
     (b, q), c = question.shape, context.shape[1]
     length = q + c + 2
     if self.positional == "learned" and length > self.max_length:
@@ -295,10 +302,10 @@ class SpanQA(nn.Module):
     return logits[..., 0], logits[..., 1], null
 
   def _bert(self, question, context, qm, cm, deterministic):
-    """``(start [B, C], end [B, C], null [B, 2])`` from a BERT encoder over ``[CLS] question [SEP] context [SEP]`` (token
-    types 0 then 1), BERT's SQuAD head (Devlin et al. 2019, §4.2): a start and an end vector dotted with each
-    context token, the null score from [CLS]. Padding inside the row is skipped: positions count real tokens only,
-    and a token attends the real ones."""
+    """``(start [B, C], end [B, C], null [B, 2 or 3])`` from a BERT encoder over ``[CLS] question [SEP] context [SEP]``
+    (token types 0 then 1), BERT's SQuAD head (Devlin et al. 2019, §4.2): a start and an end vector dotted with each
+    context token, the null score from [CLS]. Padding inside the row is skipped: positions count real tokens only, and a
+    token attends the real ones."""
     (b, q), c = question.shape, context.shape[1]
     token = lambda i: jnp.full((b, 1), i, jnp.int32)  # noqa: E731
     ids = jnp.concatenate([token(self.cls_id), question, token(self.sep_id), context, token(self.sep_id)], axis=1)
@@ -418,22 +425,22 @@ def span_loss(outputs, start_positions, end_positions, is_impossible=None):
 
       L = mean_b ½ [−log p_start(s*_b) − log p_end(e*_b)],   p = softmax over the real context positions (+ null)
 
-  the mean of :func:`span_nll` (see it for the arguments). Returns a scalar float32.
+  the mean of :func:`span_objective`'s loss (see :func:`span_nll` for the arguments; with a verifier, half its
+  binary cross-entropy is added). Returns a scalar float32.
   """
-  return jnp.mean(span_nll(outputs, start_positions, end_positions, is_impossible))
+  return jnp.mean(span_objective(outputs, start_positions, end_positions, is_impossible)[0])
 
 
 def span_nll(outputs, start_positions, end_positions, is_impossible=None):
-  """Per-question span loss ``[B]``: ½ [−log p_start(s*_b) − log p_end(e*_b)] (:func:`span_loss` is its mean; the
-  training step weights and sums it so that filler rows count zero).
+  """Per-question span loss ``[B]``: ½ [−log p_start(s*_b) − log p_end(e*_b)] (without a verifier, :func:`span_loss`
+  is its mean; the training step weights and sums it so that filler rows count zero).
 
   With ``no_answer_logit`` n in ``outputs`` both distributions get an extra class C: ``no_answer_start_logit`` and
   ``no_answer_end_logit`` (start[CLS] and end[CLS], Devlin et al. 2019 §4.3) where the outputs have them, else n/2
   in both; either way the null option's factorised score is n, the quantity :func:`best_span` compares with
-  start_s + end_e (see the module docstring). An impossible question's target is that class for both pointers (its
-  given positions are ignored). With ``no_answer_verifier_logit`` v in ``outputs`` the verifier's binary
-  cross-entropy is added: softplus(v) − y·v, y = 1 for an impossible question (every y = 0 without
-  ``is_impossible``).
+  start_s + end_e without a verifier (with one it compares n + v; see the module docstring). An impossible question's
+  target is that class for both pointers (its given positions are ignored). The verifier's loss, where the model has
+  one, is :func:`verifier_nll`; the training objective adds both (:func:`span_objective`).
 
   Args:
     outputs: ``SpanQA.__call__``'s dict; ``context_mask`` (if absent: logits above ``MASKED_LOGIT / 2``) defines
@@ -470,9 +477,29 @@ def span_nll(outputs, start_positions, end_positions, is_impossible=None):
   def nll(logits, target):
     return -jnp.take_along_axis(jax.nn.log_softmax(logits, axis=-1), target[:, None].astype(jnp.int32), axis=1)[:, 0]
 
-  loss = 0.5 * (nll(start, start_positions) + nll(end, end_positions))
-  if "no_answer_verifier_logit" in outputs:
-    impossible = jnp.zeros((b,), bool) if is_impossible is None else jnp.asarray(is_impossible).astype(bool)
-    verifier = outputs["no_answer_verifier_logit"].astype(jnp.float32)
-    loss = loss + optax.sigmoid_binary_cross_entropy(verifier, impossible.astype(jnp.float32))
-  return loss
+  return 0.5 * (nll(start, start_positions) + nll(end, end_positions))
+
+
+def verifier_nll(outputs, is_impossible=None):
+  """Per-question binary cross-entropy ``[B]`` of the verifier's logit v (``no_answer_verifier_logit``) against
+  "unanswerable": log(1 + e^v) − y·v, y = 1 for an impossible question (every y = 0 without ``is_impossible``:
+  every question answerable); None for a model without a verifier."""
+  if "no_answer_verifier_logit" not in outputs:
+    return None
+  verifier = outputs["no_answer_verifier_logit"].astype(jnp.float32)
+  impossible = jnp.zeros(verifier.shape, bool) if is_impossible is None else jnp.asarray(is_impossible).astype(bool)
+  return optax.sigmoid_binary_cross_entropy(verifier, impossible.astype(jnp.float32))
+
+
+def span_objective(outputs, start_positions, end_positions, is_impossible=None):
+  """Per-question ``(loss [B], nll [B])``: the pointers' :func:`span_nll`, and the training loss, which adds half
+  the verifier's :func:`verifier_nll` where the model has one,
+
+      loss = ½ [−log p_start(s*) − log p_end(e*)] + ½ BCE(σ(v), y)  =  ½ [NLL_start + NLL_end + BCE],
+
+  the three terms weighted alike, as Retro-Reader's jointly trained verifier (α₁ = α₂ = ½ on the span loss
+  NLL_start + NLL_end and the verifier's). ``nll`` stays the pointers' alone, comparable with a reader without one.
+  """
+  nll = span_nll(outputs, start_positions, end_positions, is_impossible)
+  verifier = verifier_nll(outputs, is_impossible)
+  return (nll if verifier is None else nll + VERIFIER_LOSS_WEIGHT * verifier), nll

@@ -1,7 +1,8 @@
-"""SQuAD 2.0 at CPU scale: the reader from ``all-MiniLM-L6-v2`` (``bert_from_minilm.py``, same data, schedule and
-budget) with a verifier beside its null span: a dense logit v on [CLS] trained with its own binary cross-entropy,
-and "no answer" iff start[CLS] + end[CLS] + v beats the best span (``SpanQA(no_answer_verifier=True)``, after
-Retro-Reader's internal verifier). An ablation of the null score: everything else is the recorded reader's.
+"""SQuAD 2.0 at CPU scale: the reader from ``all-MiniLM-L6-v2`` (``bert_from_minilm.py``: the same data, schedule
+and budget) with a verifier beside its null span (``SpanQA(no_answer_verifier=True)``): a dense logit v on [CLS],
+trained jointly with its own binary cross-entropy as Retro-Reader's internal verifier is, and "no answer" iff
+start[CLS] + end[CLS] + v beats the best span. An ablation of the answerability signal: everything else is the
+recorded reader's.
 
     make minilm
     python -m launch.launch --workdir_root=runs/squad2_verifier \

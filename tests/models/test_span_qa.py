@@ -9,7 +9,8 @@ import optax
 import pytest
 
 from attnjax.models.interface import PAD_ID
-from attnjax.models.span_qa import MASKED_LOGIT, SpanQA, best_span, span_loss
+from attnjax.families.span_qa import span_loss_stats
+from attnjax.models.span_qa import MASKED_LOGIT, SpanQA, best_span, span_loss, span_nll
 
 V, B, Q, C = 13, 3, 4, 7
 Q_LENGTHS, C_LENGTHS = (4, 1, 0), (7, 5, 2)  # incl. an empty question: C2Q over no keys
@@ -275,7 +276,8 @@ def test_span_loss_puts_the_cls_start_and_end_in_their_own_pointer_distributions
 
 def test_span_loss_adds_the_verifiers_binary_cross_entropy():
   """With the verifier's logit v: the pointers' loss (start[CLS] and end[CLS] alone as the null classes, not n + v)
-  plus BCE = log(1 + e^v) - y·v, y = 1 for an impossible question, and every y = 0 without is_impossible."""
+  plus half of BCE = log(1 + e^v) - y·v (every term of ½ [NLL_start + NLL_end + BCE] weighted alike), y = 1 for an
+  impossible question, and every y = 0 without is_impossible."""
   rng = np.random.default_rng(7)
   start, end, mask = _random_logits(rng, 6, 8)
   mask[:, 0], mask[1] = True, np.arange(8) < 3  # every row needs a real token for its answer
@@ -294,7 +296,31 @@ def test_span_loss_adds_the_verifiers_binary_cross_entropy():
     bce = np.mean(np.log1p(np.exp(v)) - y * v)
     pointers = _numpy_span_loss(start, end, mask, null_start + null_end, starts, ends, rows, (null_start, null_end))
     got = span_loss(outputs, jnp.asarray(starts), jnp.asarray(ends), None if rows is None else jnp.asarray(rows))
-    np.testing.assert_allclose(float(got), pointers + bce, rtol=1e-5)
+    np.testing.assert_allclose(float(got), pointers + 0.5 * bce, rtol=1e-5)
+
+
+def test_the_training_step_adds_the_verifier_to_the_loss_but_not_to_the_nll_and_skips_filler_rows():
+  """``span_loss_stats``: loss_sum = Σ w (NLL + ½ BCE) and nll_sum = Σ w NLL (the pointers' alone, comparable with a
+  reader without a verifier); a filler row (weight 0) changes neither, and the verifier's weights get a gradient."""
+  model = _model(encoder="transformer", no_answer_verifier=True)
+  _, _, question, context = setup_for(CONFIGS[0])
+  params = model.init(jax.random.PRNGKey(0), question, context)["params"]
+  batch = {"question": question, "context": context, "question_mask": question != PAD_ID,
+           "context_mask": context != PAD_ID, "start_positions": jnp.array([1, 0, 0]),
+           "end_positions": jnp.array([2, 3, 1]), "is_impossible": jnp.array([True, False, False]),
+           "weights": jnp.array([1.0, 1.0, 0.0])}
+  stats = span_loss_stats(model, params, batch, None, True)
+  out = model.apply({"params": params}, question, context)
+  nll = np.asarray(span_nll(out, batch["start_positions"], batch["end_positions"], batch["is_impossible"]))
+  v, y = np.asarray(out["no_answer_verifier_logit"], np.float64), np.array([1.0, 0.0, 0.0])
+  bce = np.log1p(np.exp(v)) - y * v
+  w = np.array([1.0, 1.0, 0.0])
+  np.testing.assert_allclose(float(stats["nll_sum"]), np.sum(w * nll), rtol=1e-5)
+  np.testing.assert_allclose(float(stats["loss_sum"]), np.sum(w * (nll + 0.5 * bce)), rtol=1e-5)
+  filler = span_loss_stats(model, params, {**batch, "is_impossible": jnp.array([True, False, True])}, None, True)
+  np.testing.assert_allclose(float(filler["loss_sum"]), float(stats["loss_sum"]), rtol=1e-6)
+  grads = jax.grad(lambda p: span_loss_stats(model, p, batch, None, True)["loss_sum"])(params)
+  assert np.abs(np.asarray(grads["no_answer_verifier"]["kernel"])).max() > 0
 
 
 def test_span_loss_needs_a_null_logit_for_impossible_questions():
