@@ -33,9 +33,9 @@ SPAN_BATCH_NDIMS = {**{key: 2 for key in SPAN_BATCH_KEYS[:4]}, **{key: 1 for key
 
 
 def span_loss_stats(model, params, batch, rng, deterministic):
-  """Sums over the batch's questions (``weights`` 0 drops filler rows) of :func:`attnjax.models.span_qa.
-  span_objective`'s loss and of the pointers' negative log-likelihood (the same without a verifier); ``ntokens`` is
-  the number of questions, so the step's loss is the mean per question."""
+  """Sums of :func:`~attnjax.models.span_qa.span_objective`'s loss and of the pointers' NLL over the batch's questions
+  (``weights`` 0 drops filler rows; the two agree without a verifier); ``ntokens`` is the number of questions, so the
+  step's loss is the mean per question."""
   rngs = None if deterministic else {"dropout": rng}
   outputs = model.apply({"params": params}, batch["question"], batch["context"], batch["question_mask"],
                         batch["context_mask"], deterministic=deterministic, rngs=rngs)
