@@ -130,6 +130,21 @@ def test_split_sentences_breaks_after_periods_only_when_there_is_no_newline():
   assert metrics.split_sentences("no period here") == "no period here"
 
 
+def test_rouge_with_stems_cached_scores_as_rouge_scores_own_default_scorer():
+  from rouge_score import rouge_scorer  # pylint: disable=g-import-not-at-top
+  from attnjax.metrics.summarization import rouge_scorer as cached  # pylint: disable=g-import-not-at-top
+  pairs = [("the runners were running fast .\nprices rose", "a runner runs ; the price is rising"),
+           ("Generously, the agencies' agreed-upon policies", "policy agreement : agency generosity"),
+           ("flies fly and die", "flying dies"), ("", "nothing here"), ("ÉCOLE 2024 résumé", "ecole resume 2024")]
+  types = ["rouge1", "rouge2", "rougeL", "rougeLsum"]
+  for use_stemmer in (True, False):
+    theirs, ours = rouge_scorer.RougeScorer(types, use_stemmer=use_stemmer), cached(types, use_stemmer)
+    for _ in range(2):  # the second pass reads every stem from the cache
+      for hyp, ref in pairs:
+        assert ours.score(ref, hyp) == theirs.score(ref, hyp), (hyp, ref, use_stemmer)
+  assert cached(["rouge1"]).score("running", "runs")["rouge1"].fmeasure == 1.0
+
+
 def test_rouge_rejects_unknown_types():
   with pytest.raises(ValueError, match="unknown ROUGE type 'rougeX'"):
     metrics.rouge(["a"], ["a"], types=("rougeX",))

@@ -4,12 +4,42 @@ novel n-grams."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
 from attnjax.metrics.corpus import References, check_hypotheses, reference_streams, references_per_segment
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+
+
+@functools.lru_cache(maxsize=1)
+def _porter_stem():
+  """rouge-score's stemmer (NLTK's Porter, its default mode), each word stemmed once per process: stemming is most
+  of the time ROUGE takes, and the words of a test set repeat."""
+  from nltk.stem import porter  # pylint: disable=g-import-not-at-top
+  return functools.lru_cache(maxsize=1 << 18)(porter.PorterStemmer().stem)
+
+
+class _StemOnce:
+  """rouge-score's default tokenizer (its ``tokenize.tokenize``: lower-case, [a-z0-9] tokens, words over 3
+  characters stemmed) with :func:`_porter_stem`'s cached stems: the same tokens, about three times as fast."""
+
+  def __init__(self):
+    self.stem = _porter_stem()
+
+  def tokenize(self, text: str) -> list[str]:
+    from rouge_score import tokenize  # pylint: disable=g-import-not-at-top
+    return tokenize.tokenize(text, self)
+
+
+def rouge_scorer(types: Sequence[str], use_stemmer: bool = True):
+  """``rouge_score.rouge_scorer.RougeScorer(types, use_stemmer=use_stemmer)``, scoring the same, with each word
+  stemmed once per process."""
+  from rouge_score import rouge_scorer as scorers  # pylint: disable=g-import-not-at-top
+  if not use_stemmer:
+    return scorers.RougeScorer(list(types), use_stemmer=False)
+  return scorers.RougeScorer(list(types), tokenizer=_StemOnce())
 
 
 _FINAL = frozenset({".", "!", "?"})
@@ -123,8 +153,6 @@ def rouge(hypotheses: Sequence[str], references: References, *, types: Sequence[
   Returns:
     dict from type to its mean F1 on 0-100.
   """
-  from rouge_score import rouge_scorer  # pylint: disable=g-import-not-at-top
-
   if isinstance(types, str):
     types = (types,)
   types = tuple(types)
@@ -135,7 +163,7 @@ def rouge(hypotheses: Sequence[str], references: References, *, types: Sequence[
       raise ValueError(f"unknown ROUGE type {t!r} in types: use 'rouge1' ... 'rouge9', 'rougeL' or 'rougeLsum'")
   hypotheses = check_hypotheses(hypotheses)
   per_segment = references_per_segment(reference_streams(references, len(hypotheses)))
-  scorer = rouge_scorer.RougeScorer(list(types), use_stemmer=use_stemmer)
+  scorer = rouge_scorer(types, use_stemmer)
   totals = dict.fromkeys(types, 0.0)
   for hyp, refs in zip(hypotheses, per_segment):
     # rouge-score takes (target, prediction): the reverse of the usual (hypothesis, reference) order.

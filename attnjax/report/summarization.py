@@ -201,11 +201,11 @@ def bucket_names() -> list[str]:
 
 def rouge_by_length(articles: list[str], hypotheses: list[str], references: list[str]) -> dict[str, list[float]]:
   """Bucket name -> [mean ROUGE-1 F1 (0-100), articles] over the examples whose article has that many words."""
-  from rouge_score import rouge_scorer  # pylint: disable=g-import-not-at-top
+  from attnjax.metrics.summarization import rouge_scorer  # pylint: disable=g-import-not-at-top
   if not len(articles) == len(hypotheses) == len(references):
     raise ValueError(f"articles ({len(articles)}), hypotheses ({len(hypotheses)}) and references "
                      f"({len(references)}) must pair up")
-  scorer = rouge_scorer.RougeScorer(["rouge1"], use_stemmer=True)
+  scorer = rouge_scorer(["rouge1"])
   totals: dict[str, list[float]] = {}
   for article, hypothesis, reference in zip(articles, hypotheses, references):
     entry = totals.setdefault(_bucket(len(article.split())), [0.0, 0])
