@@ -4,9 +4,12 @@ BERT, Devlin et al. 2019): a context of C tokens becomes windows of ``max_contex
 own (same question id). Offsets stay character positions in the whole context, so a span predicted in any window is
 cut from the original text as before.
 
-Training keeps the windows that contain the whole gold answer (its span shifted into the window); the others have
-no target and are dropped and counted, as a reader without a no-answer option must (v2.0 questions without an answer
-keep every window, each with no answer). Evaluation keeps every window, and :func:`best_across_windows` picks, per
+Training keeps the windows that contain the whole gold answer (its span shifted into the window). The other windows
+of an answerable question are dropped and counted, as a reader without a no-answer option must; with ``null_target``
+(SQuAD 2.0) they are kept with the null target, "no answer in this window" (``is_impossible`` for the window), as
+BERT's ``run_squad.py`` labels them (start = end = [CLS]), so that a window without the answer learns to rank the null
+span above its own spans, as the decision over windows needs. v2.0 questions without an answer keep every window, each
+with no answer. Evaluation keeps every window, and :func:`best_across_windows` picks, per
 question, the span with the best score over its windows; "no answer" wins when the smallest null score over the
 windows (the window most sure there is an answer) beats that span (BERT's rule for SQuAD 2.0).
 """
@@ -31,9 +34,11 @@ def window_starts(length: int, window: int, stride: int) -> list[int]:
 
 
 def encode_windows(questions: Sequence[SquadQuestion], vocab, *, max_context_tokens: int, doc_stride: int,
-                   max_question_tokens: int | None = None, drop_unreachable: bool = True) -> list[SquadExample]:
-  """Like :func:`attnjax.data.squad.encode_examples`, one example per window (see the module docstring)."""
-  examples, dropped, windows_total, unreachable = [], 0, 0, 0
+                   max_question_tokens: int | None = None, drop_unreachable: bool = True,
+                   null_target: bool = False) -> list[SquadExample]:
+  """Like :func:`attnjax.data.squad.encode_examples`, one example per window (see the module docstring; with
+  ``drop_unreachable``, ``null_target`` keeps the windows without the answer as no-answer examples)."""
+  examples, dropped, nulled, windows_total, unreachable = [], 0, 0, 0, 0
   for q in questions:
     question_ids = list(vocab.encode(q.question)[:max_question_tokens])
     context_ids, offsets = vocab.encode_with_offsets(q.context)
@@ -51,17 +56,22 @@ def encode_windows(questions: Sequence[SquadQuestion], vocab, *, max_context_tok
     for begin in starts:
       end_token = begin + max_context_tokens
       start = end = NO_ANSWER
+      impossible = q.is_impossible
       if answer is not None and begin <= answer[0] and answer[1] < end_token:
         start, end = answer[0] - begin, answer[1] - begin
+      elif answer is not None and drop_unreachable and null_target:
+        impossible = True  # the answer is not (wholly) in this window: the null span is this window's target
+        nulled += 1
       elif answer is not None and drop_unreachable:
         dropped += 1  # the answer is not (wholly) in this window: no target to train on
         continue
       examples.append(SquadExample(qid=q.qid, question_ids=question_ids, context_ids=list(context_ids[begin:end_token]),
                                    offsets=list(offsets[begin:end_token]), start=start, end=end,
-                                   answers=tuple(q.answer_texts), context=q.context, is_impossible=q.is_impossible))
-  logging.info("SQuAD windows: %d questions -> %d windows of %d tokens every %d (%d kept%s)", len(questions),
+                                   answers=tuple(q.answer_texts), context=q.context, is_impossible=impossible))
+  logging.info("SQuAD windows: %d questions -> %d windows of %d tokens every %d (%d kept%s%s)", len(questions),
                windows_total, max_context_tokens, doc_stride, len(examples),
-               f"; {dropped} windows without the whole answer dropped" if dropped else "")
+               f"; {dropped} windows without the whole answer dropped" if dropped else "",
+               f"; {nulled} windows without the whole answer trained to answer nothing" if nulled else "")
   if unreachable:
     logging.warning("SQuAD: %d answers are not a token span of their context; %s", unreachable,
                     "those questions are dropped" if drop_unreachable else "they get start = end = NO_ANSWER")

@@ -248,19 +248,21 @@ class SpanTaskData:
       self._cache[split, train] = encode_questions(self.splits[split], self.vocab,
                                                    max_context_len=self.max_context_len,
                                                    max_question_len=self.max_question_len,
-                                                   doc_stride=self.doc_stride, train=train)
+                                                   doc_stride=self.doc_stride, train=train,
+                                                   null_target=self.version == "2.0")
     return self._cache[split, train]
 
 
 def encode_questions(questions, vocab, *, max_context_len: int, max_question_len: int, doc_stride: int | None,
-                     train: bool):
+                     train: bool, null_target: bool = False):
   """SQuAD questions as examples: contexts truncated to ``max_context_len`` tokens, or with ``doc_stride`` read in
-  overlapping windows (:mod:`attnjax.data.squad_windows`). ``train`` drops what has no target; evaluation keeps every
-  question."""
+  overlapping windows (:mod:`attnjax.data.squad_windows`). ``train`` drops what has no target (with ``null_target``, a
+  SQuAD 2.0 task's, a window without its question's answer is trained to answer nothing instead); evaluation keeps
+  every question."""
   if doc_stride:
     from attnjax.data.squad_windows import encode_windows  # pylint: disable=g-import-not-at-top
     return encode_windows(questions, vocab, max_context_tokens=max_context_len, doc_stride=int(doc_stride),
-                          max_question_tokens=max_question_len, drop_unreachable=train)
+                          max_question_tokens=max_question_len, drop_unreachable=train, null_target=null_target)
   return squad.encode_examples(questions, vocab, max_context_tokens=max_context_len,
                                max_question_tokens=max_question_len, drop_unreachable=train)
 

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from attnjax import inference
+from attnjax.data import tasks
+from attnjax.data.spans import SpanBatcher
 from attnjax.data.squad import NO_ANSWER, SquadQuestion, predictions_from_spans
 from attnjax.data.squad_windows import best_across_windows, encode_windows, spans_and_null_margins, window_starts
 from attnjax.runtime import partitioning
@@ -55,6 +57,39 @@ def test_training_keeps_the_windows_holding_the_answer_with_the_span_shifted_eva
     assert predictions_from_spans([e], [(e.start, e.end)]) == {"q": "w10"}  # offsets stay in the whole context
   evaluation = encode_windows([question], vocab, max_context_tokens=8, doc_stride=4, drop_unreachable=False)
   assert len(evaluation) == 4 and [e.start for e in evaluation] == [NO_ANSWER, 6, 2, NO_ANSWER]
+
+
+def test_for_squad2_training_a_window_without_the_answer_is_trained_to_answer_nothing():
+  vocab = WordVocab()
+  answerable, impossible = _question(answer_word_index=10, qid="a"), _question(3, qid="n")
+  impossible = SquadQuestion(qid="n", question=impossible.question, context=impossible.context, answers=(),
+                             is_impossible=True)
+  train = encode_windows([answerable, impossible], vocab, max_context_tokens=8, doc_stride=4, drop_unreachable=True,
+                         null_target=True)
+  # BERT's run_squad.py for 2.0: windows [0, 8) and [12, 20) lack word 10 and point at [CLS], the others hold it
+  assert [(e.qid, e.start, e.end, e.is_impossible) for e in train] == [
+      ("a", NO_ANSWER, NO_ANSWER, True), ("a", 6, 6, False), ("a", 2, 2, False), ("a", NO_ANSWER, NO_ANSWER, True),
+      ] + [("n", NO_ANSWER, NO_ANSWER, True)] * 4
+  batch = next(SpanBatcher(train, max_question_len=4, max_context_len=8, batch_size=8).iterate_epoch())
+  order = batch["example_index"]
+  assert list(batch["is_impossible"]) == [train[i].is_impossible for i in order]
+  assert list(batch["start_positions"]) == [max(train[i].start, 0) for i in order]
+  # evaluation keeps the question answerable in every window (its gold answers score it); so does v1.1 training,
+  # which drops the windows instead
+  evaluation = encode_windows([answerable], vocab, max_context_tokens=8, doc_stride=4, drop_unreachable=False,
+                              null_target=True)
+  assert [e.is_impossible for e in evaluation] == [False] * 4
+  assert len(encode_windows([answerable], vocab, max_context_tokens=8, doc_stride=4, drop_unreachable=True)) == 2
+
+
+def test_a_squad2_task_trains_its_windows_with_the_null_target_a_v11_task_drops_them():
+  vocab = WordVocab()
+  answerable = _question(answer_word_index=10, qid="a")
+  for version, expected in (("2.0", 4), ("1.1", 2)):
+    data = tasks.SpanTaskData("t", vocab, {"train": [answerable]}, max_question_len=4, max_context_len=8,
+                              version=version, doc_stride=4)
+    assert len(data.examples("train", train=True)) == expected, version
+    assert len(data.examples("train", train=False)) == 4
 
 
 def test_best_span_over_windows_and_the_no_answer_rule():
