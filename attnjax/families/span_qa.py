@@ -278,7 +278,7 @@ class SpanQA(TaskFamily):
         fs.write_json(fs.join(workdir, THRESHOLD_FILE.format(tag=tag)),
                       {"threshold": predictions.scores["no_answer_threshold"], "step": loaded.step,
                        "steps": list(loaded.steps), "split": "validation", "examples": len(examples),
-                       "best_f1_spans": predictions.scores["best_f1_spans"]}, indent=1)
+                       "limit": limit or None, "best_f1_spans": predictions.scores["best_f1_spans"]}, indent=1)
     write_metrics(workdir, split, result)
     return result
 
@@ -294,10 +294,14 @@ class SpanQA(TaskFamily):
 
   def _validation_threshold(self, workdir, config, loaded, names, tag, limit) -> float:
     """The no-answer threshold chosen on the validation split for this checkpoint: read from its file, or chosen
-    now (the validation split evaluated, its files written) when there is none."""
+    now (the validation split evaluated, its files written) when there is none, or when the file's was chosen on
+    another share of validation (``--limit``) than this evaluation reads."""
     path = fs.join(workdir, THRESHOLD_FILE.format(tag=tag))
-    if not fs.exists(path):
-      logging.info("no-answer threshold: none chosen for %s yet; evaluating the validation split first", tag)
+    chosen_with = fs.read_json(path).get("limit") if fs.exists(path) else "none"
+    if chosen_with != (limit or None):
+      logging.info("no-answer threshold: %s for %s; evaluating the validation split%s first",
+                   "none chosen yet" if chosen_with == "none" else f"the one chosen with limit={chosen_with} does not "
+                   f"apply to limit={limit or None}", tag, f" (limit={limit})" if limit else "")
       self.evaluate_checkpoint(workdir, config, "validation", lambda: loaded, names=names, limit=limit, heatmap=None)
     return float(fs.read_json(path)["threshold"])
 

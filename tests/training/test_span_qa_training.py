@@ -135,10 +135,15 @@ def test_squad2_threshold_is_chosen_on_validation_and_applied_to_test_with_the_o
     config.data.squad_version = "2.0"
   workdir = str(tmp_path / "run")
   train_and_evaluate(config, workdir)
+  # a quick look first: the threshold it chooses on 5 validation questions serves only evaluations of 5
+  quick = evaluate_checkpoint(workdir, split="test", checkpoint="latest", limit=5)
+  tag = f"step{quick['step']}"
+  chosen = json.load(open(os.path.join(workdir, span_qa.THRESHOLD_FILE.format(tag=tag)), encoding="utf-8"))
+  assert (chosen["examples"], chosen["limit"], quick["examples"]) == (5, 5, 5)
   result = evaluate_checkpoint(workdir, split="test", checkpoint="latest")
-  tag = f"step{result['step']}"
   chosen = json.load(open(os.path.join(workdir, span_qa.THRESHOLD_FILE.format(tag=tag)), encoding="utf-8"))
   validation = json.load(open(os.path.join(workdir, "metrics.validation.json"), encoding="utf-8"))
+  assert chosen["limit"] is None and chosen["examples"] == validation["examples"] > 5
   assert chosen["split"] == "validation" and result["no_answer_threshold"] == chosen["threshold"]
   assert validation["no_answer_threshold"] == validation["best_f1_thresh_spans"] == chosen["threshold"]
   assert validation["f1"] == pytest.approx(validation["best_f1_spans"])  # the chosen threshold is the best there
