@@ -78,6 +78,14 @@ def encode_windows(questions: Sequence[SquadQuestion], vocab, *, max_context_tok
   return examples
 
 
+def first_questions(examples: Sequence[SquadExample], limit: int | None) -> list[SquadExample]:
+  """The examples (windows) of the first ``limit`` questions, every window of each (all examples without a limit)."""
+  if not limit:
+    return list(examples)
+  kept = set(list(dict.fromkeys(e.qid for e in examples))[:limit])
+  return [e for e in examples if e.qid in kept]
+
+
 def best_across_windows(examples: Sequence[SquadExample], starts, ends, span_scores, null_scores):
   """Per question (in first-appearance order): ``(example of the winning window, (start, end))`` with the best span
   over its windows, or ``(NO_ANSWER, NO_ANSWER)`` when the smallest null score beats it (null scores of -inf: a model

@@ -20,6 +20,7 @@ from attnjax import fs, inference
 from attnjax import metrics as metrics_lib
 from attnjax.data import squad, tasks
 from attnjax.data.spans import SpanBatcher
+from attnjax.data.squad_windows import first_questions
 from attnjax.data.tokenizer import load_or_train
 from attnjax.data.wordpiece import WORDPIECE_FILE, wordpiece_in_workdir
 from attnjax.families.base import Predictions, TaskFamily, check_positive_int, fail, no_heatmap, step_tag
@@ -233,8 +234,7 @@ class SpanQA(TaskFamily):
     if "predictor" not in run.cache:
       run.cache["predictor"] = inference.SpanPredictor(run.model, run.mesh)
     task = run.task
-    examples = task.examples(split, train=False)
-    examples = examples[:limit] if limit else examples
+    examples = first_questions(task.examples(split, train=False), limit)  # a question is all its windows
     return predict_and_score_spans(run.cache["predictor"], inference.replicate(run.params, run.mesh), examples,
                                    run.metrics, task.version, max_question_len=task.max_question_len,
                                    max_context_len=task.max_context_len, batch_size=run.config.eval.batch_size)

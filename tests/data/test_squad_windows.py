@@ -11,7 +11,8 @@ from attnjax import inference
 from attnjax.data import tasks
 from attnjax.data.spans import SpanBatcher
 from attnjax.data.squad import NO_ANSWER, SquadQuestion, predictions_from_spans
-from attnjax.data.squad_windows import best_across_windows, encode_windows, spans_and_null_margins, window_starts
+from attnjax.data.squad_windows import (best_across_windows, encode_windows, first_questions, spans_and_null_margins,
+                                        window_starts)
 from attnjax.runtime import partitioning
 
 
@@ -90,6 +91,15 @@ def test_a_squad2_task_trains_its_windows_with_the_null_target_a_v11_task_drops_
                               version=version, doc_stride=4)
     assert len(data.examples("train", train=True)) == expected, version
     assert len(data.examples("train", train=False)) == 4
+
+
+def test_a_limit_counts_questions_and_keeps_every_window_of_each():
+  vocab = WordVocab()
+  examples = encode_windows([_question(10, qid="a"), _question(3, qid="b", n_words=6), _question(1, qid="c")], vocab,
+                            max_context_tokens=8, doc_stride=4, drop_unreachable=False)
+  assert [e.qid for e in examples] == ["a"] * 4 + ["b"] + ["c"] * 4
+  assert [e.qid for e in first_questions(examples, 2)] == ["a"] * 4 + ["b"]
+  assert first_questions(examples, None) == examples == first_questions(examples, 9)
 
 
 def test_best_span_over_windows_and_the_no_answer_rule():
