@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pathlib
 from typing import Any
 
 from attnjax import fs
@@ -284,7 +285,9 @@ def resolve_data_dir(data_cfg, workdir: str, data_dir: str | None = None) -> Non
     saved = data_cfg.get("dir")
     if not saved or fs.is_url(saved) or os.path.isabs(saved):
       return
-    candidates = [fs.join(workdir, saved), fs.path(saved)]
+    # experiment files name their data relative to the repository: tried last, so that output is the same from any
+    # directory
+    candidates = [fs.join(workdir, saved), fs.path(saved), pathlib.Path(__file__).resolve().parents[2] / saved]
     for candidate in candidates:
       if candidate.exists():
         data_cfg.dir = str(candidate)
