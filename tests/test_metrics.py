@@ -318,6 +318,12 @@ def test_squad_v2_drops_golds_that_normalize_to_nothing():
   assert metrics.squad_scores({"q": ""}, answers, version="2.0")["HasAns_total"] == 1
 
 
+def test_squad_v2_a_bare_empty_gold_string_marks_an_unanswerable_question():
+  for gold in ("", []):
+    scores = metrics.squad_scores({"q": "", "r": "cat"}, {"q": gold, "r": "cat"}, version="2.0")
+    assert (scores["NoAns_total"], scores["NoAns_exact"], scores["HasAns_total"]) == (1, 100.0, 1)
+
+
 def test_squad_v2_no_answer_probability_above_threshold_predicts_no_answer():
   answers = {"has": ["cat"], "none": []}
   predictions = {"has": "cat", "none": "cat"}
@@ -363,7 +369,7 @@ def test_squad_v2_best_threshold_is_the_best_of_every_threshold_applied():
   for _ in range(20):
     answers = {f"q{i}": ([] if rng.random() < 0.5 else [rng.choice(["red cat", "dog", "a big red dog"])])
                for i in range(12)}
-    predictions = {q: rng.choice(["", "red cat", "dog", "big dog", "cat"]) for q in answers}
+    predictions = {q: rng.choice(["", "red cat", "dog", "big dog", "cat"]) for q in answers if rng.random() < 0.85}
     probs = {q: rng.random() for q in answers}
     best = metrics.squad_scores(predictions, answers, version="2.0", no_answer_probs=probs)
     for name in ("exact", "f1"):

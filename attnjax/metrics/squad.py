@@ -86,7 +86,8 @@ def _squad_gold(dataset_or_answers: Mapping[str, Any]) -> dict[str, list[str]]:
     return gold
   gold = {}
   for qid, answers in dataset_or_answers.items():
-    answers = [answers] if isinstance(answers, str) else answers
+    if isinstance(answers, str):  # one gold answer; "" alone marks an unanswerable question, like []
+      answers = [answers] if answers else []
     if not isinstance(answers, Sequence) or not all(isinstance(a, str) for a in answers):
       raise TypeError(f"dataset_or_answers[{qid!r}] must be a list of gold answer strings, got {answers!r}")
     gold[qid] = list(answers)
@@ -144,7 +145,7 @@ def squad_scores(predictions: Mapping[str, str], dataset_or_answers: Mapping[str
   Args:
     predictions: question id -> predicted answer text ("" to predict "no answer" in v2.0).
     dataset_or_answers: a SQuAD-format dataset dict (``{"data": [{"paragraphs": [{"qas": [{"id", "answers":
-      [{"text"}], "is_impossible"?}]}]}]}``) or a dict question id -> list of gold answer strings (an empty list marks
+      [{"text"}], "is_impossible"?}]}]}]}``) or a dict question id -> list of gold answer strings (an empty list, or "", marks
       an unanswerable v2.0 question).
     version: "1.1" (every question has an answer) or "2.0" (unanswerable questions; gold answers that normalize to
       nothing are dropped, and a question left with none has the single gold "", which only "" matches).
@@ -192,13 +193,15 @@ def best_no_answer_threshold(predictions: Mapping[str, str], raw_scores: Mapping
   question whose no-answer probability exceeds t is answered "no answer" (right iff it has no gold answer) and the
   others keep their text's score (``raw_scores``, in [0, 1]). The candidates are 0 and every question's probability;
   a tie keeps the smaller threshold. Questions are taken in increasing probability, each moving from "no answer" to
-  its text: a question with an answer gains its raw score, one without loses 1 if its text is not empty."""
+  its text: a question with an answer gains its raw score, one without loses 1 if its text is not empty. A question
+  without a prediction scores 0 at every threshold (as in :func:`squad_question_scores`) and stays in the total."""
   total = len(raw_scores)
   if not total:
     return 0.0, 0.0
-  current = float(sum(1 for qid in raw_scores if not has_answer[qid]))  # every question answered "no answer"
+  predicted = [qid for qid in raw_scores if qid in predictions]
+  current = float(sum(1 for qid in predicted if not has_answer[qid]))  # every question answered "no answer"
   best, threshold = current, 0.0
-  for qid in sorted(raw_scores, key=lambda q: no_answer_probs.get(q, 0.0)):
+  for qid in sorted(predicted, key=lambda q: no_answer_probs.get(q, 0.0)):
     if has_answer[qid]:
       current += raw_scores[qid]
     elif predictions.get(qid):
