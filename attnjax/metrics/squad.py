@@ -145,8 +145,8 @@ def squad_scores(predictions: Mapping[str, str], dataset_or_answers: Mapping[str
   Args:
     predictions: question id -> predicted answer text ("" to predict "no answer" in v2.0).
     dataset_or_answers: a SQuAD-format dataset dict (``{"data": [{"paragraphs": [{"qas": [{"id", "answers":
-      [{"text"}], "is_impossible"?}]}]}]}``) or a dict question id -> list of gold answer strings (an empty list, or "", marks
-      an unanswerable v2.0 question).
+      [{"text"}], "is_impossible"?}]}]}]}``) or a dict question id -> list of gold answer strings (an empty list, or
+      "", marks an unanswerable v2.0 question).
     version: "1.1" (every question has an answer) or "2.0" (unanswerable questions; gold answers that normalize to
       nothing are dropped, and a question left with none has the single gold "", which only "" matches).
     no_answer_probs: v2.0 only: question id -> probability of "no answer"; a question whose probability exceeds
