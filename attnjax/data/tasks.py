@@ -62,6 +62,10 @@ _HEADLINE = {"translation": "bleu", "summarization": "rougeL", "extractive_qa": 
              "lm": "bits_per_byte"}  # the metric that ranks "best" checkpoints, by kind of task
 
 _SPAN_LOSS = (("label_smoothing", 0.0),)  # the span loss has no label smoothing
+# SQuAD 2.0 ranks checkpoints by F1 at its best no-answer threshold, the score the final evaluation gives (its
+# threshold chosen on validation): at a fixed 0.5, a reader that answers nothing scores the unanswerable share and
+# can outrank one that ranks its answers well but is calibrated away from 0.5.
+_SQUAD2_BEST = "best_f1"
 _WMT_SPLITS = {"train": "train", "validation": "validation", "test": "test"}
 _TRANSLATION = ("bleu", "chrf", "ter")
 
@@ -88,7 +92,7 @@ TASKS: dict[str, TaskSpec] = {
                          train=_SPAN_LOSS),
     "squad_v2": TaskSpec("extractive_qa", "tfds_squad", {"tfds_name": "squad/v2.0", "squad_version": "2.0"},
                          {"train": "train", "validation": "validation"}, ("exact_match", "f1"), ("exact_match", "f1"),
-                         train=_SPAN_LOSS),
+                         best_metric=_SQUAD2_BEST, train=_SPAN_LOSS),
     # The offline copies in ../shared/data (see experiments/): Multi30k task 1, manythings English–French, and
     # SQuAD v1.1 dev split by article.
     "multi30k_en_de": TaskSpec("translation", "parallel_text", {"src_lang": "en", "tgt_lang": "de"},
@@ -118,7 +122,8 @@ TASKS: dict[str, TaskSpec] = {
     "squad_v2_dev_by_article": TaskSpec("extractive_qa", "squad_json",
                                         {"path": "dev-v2.0.json.gz", "heldout": {"validation": 0.2, "test": 0.2},
                                          "squad_version": "2.0"},
-                                        {}, ("exact_match", "f1"), ("exact_match", "f1"), train=_SPAN_LOSS),
+                                        {}, ("exact_match", "f1"), ("exact_match", "f1"), best_metric=_SQUAD2_BEST,
+                                        train=_SPAN_LOSS),
     "squad_v1_dev_by_article": TaskSpec("extractive_qa", "squad_json",
                                         {"path": "dev-v1.1.json.gz", "heldout": {"validation": 0.1, "test": 0.1}},
                                         {}, ("exact_match", "f1"), ("exact_match", "f1"), train=_SPAN_LOSS),

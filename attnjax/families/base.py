@@ -106,6 +106,12 @@ class TaskFamily:
   def check_evaluation(self, config, names) -> None:
     """What scoring with ``names`` needs that is not there (a metric's data), checked before hours of work."""
 
+  def extra_values(self, task, names) -> tuple[str, ...]:
+    """Values an evaluation of ``task`` scoring with ``names`` reports beyond the metrics' own names (which
+    ``config.train.best_metric`` may also rank by)."""
+    del task, names
+    return ()
+
   # ------------------------------------------------------------------------------------------- data in a workdir
 
   def load_task(self, data_cfg, workdir: str):

@@ -138,6 +138,12 @@ class SpanQA(TaskFamily):
   metrics = SPAN_METRICS
   batch_ndims = SPAN_BATCH_NDIMS
 
+  def extra_values(self, task, names) -> tuple[str, ...]:
+    """SQuAD 2.0 also reports each metric at its best no-answer threshold (``best_exact``, ``best_f1``)."""
+    if task.version != "2.0":
+      return ()
+    return tuple(f"best_{'exact' if name == 'exact_match' else name}" for name in names if name in SPAN_METRICS)
+
   def check_config(self, config) -> None:
     for key in ("max_question_len", "max_context_len"):
       check_positive_int(config.data, key, "data")

@@ -91,9 +91,10 @@ def is_sync_point(step: int, t) -> bool:
                                                                  t.checkpoint_every))
 
 
-def _check_best_metric(best_metric: str, metrics) -> None:
-  """The checkpoint kept as "best" is ranked by a value the evaluation computes: checked before training starts."""
-  computed = {"loss", "nll"}
+def _check_best_metric(best_metric: str, metrics, extra=()) -> None:
+  """The checkpoint kept as "best" is ranked by a value the evaluation computes (``metrics``' own values and the
+  family's ``extra`` ones): checked before training starts."""
+  computed = {"loss", "nll", *extra}
   for name in metrics:
     computed.update(("rouge1", "rouge2", "rougeL", "rougeLsum") if name == "rouge" else (name,))
   if best_metric not in computed:
@@ -290,7 +291,8 @@ def _open_experiment(config, workdir, allow_config_change, opened: list) -> tupl
     multihost_utils.sync_global_devices("attnjax warm start vocabulary")
   exp = Experiment(config, workdir)
   opened.append(exp)
-  _check_best_metric(config.train.best_metric, exp.metrics)  # an evaluation of a checkpoint ranks nothing
+  # an evaluation of a checkpoint ranks nothing
+  _check_best_metric(config.train.best_metric, exp.metrics, exp.family.extra_values(exp.task, exp.metrics))
   return exp, init_from
 
 

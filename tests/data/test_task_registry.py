@@ -1,6 +1,7 @@
 """The named tasks of the literature: each one's config validates and asks for metrics its task kind computes."""
 
 import os
+import types
 
 import ml_collections
 import pytest
@@ -28,8 +29,10 @@ def test_every_registered_task_gives_a_valid_config(name):
   assert all(plain(config.data[key]) == value for key, value in spec.fields.items())
   allowed = families.of(config).metrics
   assert set(config.eval.metrics) <= set(allowed)
-  # the "best" checkpoint is ranked by a value the evaluation computes
-  _check_best_metric(config.train.best_metric, config.eval.metrics)
+  # the "best" checkpoint is ranked by a value the evaluation computes (a task's SQuAD version is the one it declares)
+  task = types.SimpleNamespace(version=config.data.get("squad_version", "1.1"))
+  _check_best_metric(config.train.best_metric, config.eval.metrics,
+                     families.of(config).extra_values(task, config.eval.metrics))
   # what the papers report is computable: a metric itself or one of its values (ROUGE-1/2/L of "rouge")
   assert all(m in allowed or m in config_lib.METRICS for m in spec.reported)
 
@@ -44,6 +47,21 @@ def test_a_best_metric_the_evaluation_does_not_compute_is_refused():
   _check_best_metric("rougeL", ("rouge",))
   with pytest.raises(ValueError, match="config.train.best_metric='exact_match' is not computed .*'bleu'"):
     _check_best_metric("exact_match", ("bleu", "chrf", "ter"))
+
+
+def test_squad2_tasks_keep_the_checkpoint_best_at_its_best_no_answer_threshold():
+  family = families.FAMILIES["span_qa"]
+  for name in ("squad_v2", "squad_v2_dev_by_article"):
+    config = config_lib.base_config()
+    use_task(config, name)
+    assert config.train.best_metric == "best_f1"
+  assert family.extra_values(types.SimpleNamespace(version="2.0"), ("exact_match", "f1")) == ("best_exact", "best_f1")
+  _check_best_metric("best_f1", ("exact_match", "f1"), family.extra_values(types.SimpleNamespace(version="2.0"),
+                                                                           ("exact_match", "f1")))
+  # a v1.1 evaluation has no threshold to choose, so nothing to rank by there
+  with pytest.raises(ValueError, match="best_metric='best_f1' is not computed"):
+    _check_best_metric("best_f1", ("exact_match", "f1"), family.extra_values(types.SimpleNamespace(version="1.1"),
+                                                                             ("exact_match", "f1")))
 
 
 def test_unknown_task_lists_the_registered_ones():
