@@ -23,10 +23,10 @@ from attnjax import fs
 OPTIMIZERS = ("adam", "sgd", "adadelta", "adagrad")
 SCHEDULES = ("rsqrt", "constant", "linear_warmup_cosine", "linear", "halving", "budget_linear")
 DECODERS = ("greedy", "beam")
-# What train.best_metric may name: a metric value of the evaluation (best_exact / best_f1: SQuAD 2.0's at the best
-# no-answer threshold).
+# What train.best_metric may name: a metric value of the evaluation (SQuAD 2.0: best_exact / best_f1 at the official
+# best no-answer threshold, best_f1_spans at the one best for the spans, which validation chooses).
 METRICS = ("exact_match", "bleu", "chrf", "ter", "meteor", "rouge1", "rouge2", "rougeL", "rougeLsum", "f1", "loss",
-           "nll", "mlm_accuracy", "bits_per_byte", "best_exact", "best_f1")
+           "nll", "mlm_accuracy", "bits_per_byte", "best_exact", "best_f1", "best_f1_spans")
 
 # The logical-axis rules of the mesh (attnjax.runtime.partitioning applies them): batch over data and fsdp,
 # parameters' embed axis over fsdp, the vocabulary, feed-forward and heads over tensor.

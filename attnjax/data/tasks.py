@@ -62,10 +62,11 @@ _HEADLINE = {"translation": "bleu", "summarization": "rougeL", "extractive_qa": 
              "lm": "bits_per_byte"}  # the metric that ranks "best" checkpoints, by kind of task
 
 _SPAN_LOSS = (("label_smoothing", 0.0),)  # the span loss has no label smoothing
-# SQuAD 2.0 ranks checkpoints by F1 at its best no-answer threshold, the score the final evaluation gives (its
-# threshold chosen on validation): at a fixed 0.5, a reader that answers nothing scores the unanswerable share and
-# can outrank one that ranks its answers well but is calibrated away from 0.5.
-_SQUAD2_BEST = "best_f1"
+# SQuAD 2.0 ranks checkpoints by F1 at the no-answer threshold best for its spans (every question answered with its
+# best span unless its no-answer probability exceeds the threshold): the score the final evaluation gives, its
+# threshold chosen that way on validation. At a fixed 0.5, a reader that answers nothing scores the unanswerable share
+# and can outrank one that ranks its answers well but is calibrated away from 0.5.
+_SQUAD2_BEST = "best_f1_spans"
 _WMT_SPLITS = {"train": "train", "validation": "validation", "test": "test"}
 _TRANSLATION = ("bleu", "chrf", "ter")
 

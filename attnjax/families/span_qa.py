@@ -139,10 +139,13 @@ class SpanQA(TaskFamily):
   batch_ndims = SPAN_BATCH_NDIMS
 
   def extra_values(self, task, names) -> tuple[str, ...]:
-    """SQuAD 2.0 also reports each metric at its best no-answer threshold (``best_exact``, ``best_f1``)."""
+    """SQuAD 2.0 also reports each metric at the official best no-answer threshold (``best_exact``, ``best_f1``), and
+    F1 at the threshold best for the spans (``best_f1_spans``, what a validation split chooses; see
+    :func:`predict_and_score_spans`)."""
     if task.version != "2.0":
       return ()
-    return tuple(f"best_{'exact' if name == 'exact_match' else name}" for name in names if name in SPAN_METRICS)
+    best = tuple(f"best_{'exact' if name == 'exact_match' else name}" for name in names if name in SPAN_METRICS)
+    return best + (("best_f1_spans",) if "f1" in names else ())
 
   def check_config(self, config) -> None:
     for key in ("max_question_len", "max_context_len"):

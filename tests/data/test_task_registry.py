@@ -54,13 +54,14 @@ def test_squad2_tasks_keep_the_checkpoint_best_at_its_best_no_answer_threshold()
   for name in ("squad_v2", "squad_v2_dev_by_article"):
     config = config_lib.base_config()
     use_task(config, name)
-    assert config.train.best_metric == "best_f1"
-  assert family.extra_values(types.SimpleNamespace(version="2.0"), ("exact_match", "f1")) == ("best_exact", "best_f1")
-  _check_best_metric("best_f1", ("exact_match", "f1"), family.extra_values(types.SimpleNamespace(version="2.0"),
-                                                                           ("exact_match", "f1")))
+    assert config.train.best_metric == "best_f1_spans"
+  assert family.extra_values(types.SimpleNamespace(version="2.0"), ("exact_match", "f1")) == (
+      "best_exact", "best_f1", "best_f1_spans")
+  _check_best_metric("best_f1_spans", ("exact_match", "f1"),
+                     family.extra_values(types.SimpleNamespace(version="2.0"), ("exact_match", "f1")))
   # a v1.1 evaluation has no threshold to choose, so nothing to rank by there
-  with pytest.raises(ValueError, match="best_metric='best_f1' is not computed"):
-    _check_best_metric("best_f1", ("exact_match", "f1"), family.extra_values(types.SimpleNamespace(version="1.1"),
+  with pytest.raises(ValueError, match="best_metric='best_f1_spans' is not computed"):
+    _check_best_metric("best_f1_spans", ("exact_match", "f1"), family.extra_values(types.SimpleNamespace(version="1.1"),
                                                                              ("exact_match", "f1")))
 
 

@@ -133,6 +133,7 @@ def test_squad2_threshold_is_chosen_on_validation_and_applied_to_test_with_the_o
   config.data.splits = {"train": "train.json", "validation": "dev.json", "test": "test.json"}
   with config.data.unlocked():
     config.data.squad_version = "2.0"
+  config.train.best_metric = "best_f1_spans"  # what the SQuAD 2.0 tasks rank checkpoints by
   workdir = str(tmp_path / "run")
   train_and_evaluate(config, workdir)
   # a quick look first: the threshold it chooses on 5 validation questions serves only evaluations of 5
