@@ -150,3 +150,18 @@ def test_without_per_question_scores_the_verdicts_say_they_are_point_estimates()
   text = squad2.claims_and_goals({"all-MiniLM-L6-v2": [{"scores": {"f1": 60.0}, "metrics": {}}]})
   assert "not measured (needs the BiLSTM reader" in text
   assert "reaches 58 F1 and beats always answering nothing: missed (F1 60.00; the baseline not measured)." in text
+
+
+def test_a_reader_with_the_baselines_score_on_every_question_does_not_beat_it(tmp_path):
+  """A reader that answers nothing, like the baseline: the paired differences are all 0, and the verdict says so
+  rather than calling a zero-width interval inconclusive."""
+  root = tmp_path / "runs" / "squad2"
+  baseline, answerable = _questions([[1, 1, 0, 0]] * PARAGRAPHS)
+  _run(root, "no_answer", None, baseline, answerable)
+  _run(root, "squad_v2_cpu/bilstm", "squad_v2_cpu/bilstm", baseline, answerable, threshold=0.0)
+  markdown = report.write_report([str(root)], str(tmp_path / "report"))
+  claims = {row["claim (F1)"]: row for row in table_rows(markdown, "| claim (F1)")}
+  assert claims["BiLSTM beats always answering nothing"]["verdict"] == "does not hold (the same F1 on every question)"
+  assert claims["BiLSTM beats always answering nothing"]["evidence"] == "BiLSTM 50.00, always no answer 50.00"
+  assert ("- Goal: the BiLSTM reader beats always answering nothing: missed (F1 50.00; does not beat the baseline "
+          "(the same F1 on every question)).") in markdown

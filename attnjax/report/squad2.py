@@ -116,6 +116,7 @@ class _Comparisons:
     self.f1 = {key: sum(r["scores"]["f1"] for r in runs) / len(runs) for key, runs in by_role.items()}
     self.per_question = {key: question_scores(runs, F1) for key, runs in by_role.items()}
     self.intervals: dict[tuple[str, str], tuple[float, float]] = {}
+    self.identical: set[tuple[str, str]] = set()  # pairs with the same F1 on every question
 
   def paired(self, a: str, b: str) -> bool:
     pa, pb = self.per_question.get(a), self.per_question.get(b)
@@ -125,11 +126,18 @@ class _Comparisons:
     """+1: ``a`` beats ``b``; -1: it loses; 0: undecided."""
     if not self.paired(a, b):
       return (self.f1[a] > self.f1[b]) - (self.f1[a] < self.f1[b])
+    if self.per_question[a][0] == self.per_question[b][0]:  # a resampled difference of 0s proves nothing more
+      self.identical.add((a, b))
+      return -1
     interval = paired_interval(self.per_question[a][0], self.per_question[b][0], self.per_question[a][1])
     if interval is None:
       return 0
     lo, hi = self.intervals[a, b] = interval
     return 1 if lo > 0 else -1 if hi < 0 else 0
+
+  def how(self, a: str, b: str) -> str:
+    """How the verdict on ``a`` against ``b`` was reached, for the verdict's parenthesis."""
+    return " (the same F1 on every question)" if (a, b) in self.identical else _how(self.paired(a, b))
 
   def evidence(self, a: str, b: str) -> str:
     text = f"{_name(a)} {self.f1[a]:.2f}, {_name(b)} {self.f1[b]:.2f}"
@@ -161,14 +169,15 @@ def claims_and_goals(by_role: dict[str, list[dict]]) -> str:
       against_baseline[key] = c.compare(key, "baseline")
       rows.append([f"{_name(key)} beats always answering nothing", c.evidence(key, "baseline"),
                    {1: "holds", -1: "does not hold", 0: "inconclusive"}[against_baseline[key]]
-                   + _how(c.paired(key, "baseline"))])
+                   + c.how(key, "baseline")])
   lines = [markdown_table(["claim (F1)", "evidence", "verdict"], rows), ""]
 
   def beats_baseline(key: str) -> str:
     if key not in against_baseline:
       return "the baseline not measured"
     interval = c.intervals.get((key, "baseline"))
-    shown = f"interval {interval[0]:+.1f} to {interval[1]:+.1f}" if interval else "on point estimates"
+    shown = (f"interval {interval[0]:+.1f} to {interval[1]:+.1f}" if interval else
+             "the same F1 on every question" if (key, "baseline") in c.identical else "on point estimates")
     return ("beats the baseline" if against_baseline[key] == 1 else "does not beat the baseline") + f" ({shown})"
 
   minilm = c.f1.get(MINILM)
