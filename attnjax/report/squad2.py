@@ -123,7 +123,7 @@ class _Comparisons:
     return pa is not None and pb is not None and set(pa[0]) == set(pb[0])
 
   def compare(self, a: str, b: str) -> int:
-    """+1: ``a`` beats ``b``; -1: it loses; 0: undecided."""
+    """+1: ``a`` beats ``b``; -1: it does not (it loses, or has ``b``'s F1 on every question); 0: undecided."""
     if not self.paired(a, b):
       return (self.f1[a] > self.f1[b]) - (self.f1[a] < self.f1[b])
     if self.per_question[a][0] == self.per_question[b][0]:  # a resampled difference of 0s proves nothing more
