@@ -268,8 +268,12 @@ def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
     return f"{s['exact_match']:.2f} / {s['f1']:.2f} ({s['HasAns_f1']:.2f} / {s['NoAns_f1']:.2f})"
 
   row("SQuAD", 'always answering "no answer"', squad2_row("no_answer"), "—")
-  row("SQuAD", "MiniLM-sized BERT reader with the [CLS] null score, from `all-MiniLM-L6-v2`",
-      squad2_row("squad_v2_cpu/bert_from_minilm/single/default"), "60 min")
+  row("SQuAD", "BiDAF-style BiLSTM reader with a learned no-answer score",
+      squad2_row("squad_v2_cpu/bilstm/single/default"), "60 min")
+  row("SQuAD", "MiniLM-sized BERT reader with the [CLS] null score, from scratch",
+      squad2_row("squad_v2_cpu/bert_scratch/single/default"), "60 min")
+  row("SQuAD", "the same, from `all-MiniLM-L6-v2`", squad2_row("squad_v2_cpu/bert_from_minilm/single/default"),
+      "60 min")
 
   lm = _one(scaling, run="wikipedia/lm/size/l4d192")
   from attnjax.report.scaling import non_embedding_params  # pylint: disable=g-import-not-at-top
