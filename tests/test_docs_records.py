@@ -292,3 +292,46 @@ def test_every_number_of_the_readme_results_table_comes_from_a_record():
     assert key in expected, f"README row {key}: no record gives it"
     assert cells == expected[key], f"README row {key}: the records give {expected[key]}"
   assert set(printed) == set(expected), f"rows the records give that the README lacks: {set(expected) - set(printed)}"
+
+
+# ------------------------------------------------------------- the SQuAD 2.0 page's table of the MiniLM reader's variants
+
+SQUAD2_VARIANTS_HEADING = "### The MiniLM reader's variants"
+
+
+def squad2_variant_rows() -> dict[str, list[str]]:
+  """The record cell (a ``results/`` directory) -> the other cells after it, of the SQuAD docs page's variants table."""
+  text = (ROOT / "docs/study_squad.md").read_text()
+  assert SQUAD2_VARIANTS_HEADING in text, f"docs/study_squad.md has no {SQUAD2_VARIANTS_HEADING!r} section"
+  rows = {}
+  for line in text.split(SQUAD2_VARIANTS_HEADING, 1)[1].lstrip().splitlines():
+    if not line.startswith("|"):
+      break
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if cells[0] == "variant" or cells[0].startswith("---"):
+      continue
+    record = re.fullmatch(r"`(results/[\w/]+)`", cells[1])
+    assert record, f"docs/study_squad.md variants table: {cells[1]!r} does not name a results directory"
+    rows[record.group(1)] = cells[2:]
+  return rows
+
+
+def squad2_variant_cells(record: str) -> list[str]:
+  """What a variants row must read, from its record's metrics files: steps, validation F1, test EM / F1 (HasAns /
+  NoAns F1), the threshold chosen on validation, and the test no-answer AUC ("—" where an earlier evaluation did not
+  write it)."""
+  runs = list((ROOT / record).glob("squad_v2_cpu/bert_from_minilm*/single/default/metrics.test.json"))
+  assert len(runs) == 1, f"{record}: {len(runs)} MiniLM readers evaluated on test"
+  test = json.loads(runs[0].read_text())
+  validation = json.loads((runs[0].parent / "metrics.validation.json").read_text())
+  auc = f"{test['no_answer_auc']:.3f}" if "no_answer_auc" in test else "—"
+  return [_steps(test["step"]), f"{validation['f1']:.2f}",
+          f"{test['exact_match']:.2f} / {test['f1']:.2f} ({test['HasAns_f1']:.2f} / {test['NoAns_f1']:.2f})",
+          f"{test['no_answer_threshold']:.2f}", auc]
+
+
+def test_every_number_of_the_squad2_variants_table_comes_from_its_record():
+  rows = squad2_variant_rows()
+  assert "results/squad2" in rows, "the variants table leaves out the recorded reader"
+  for record, cells in rows.items():
+    assert cells == squad2_variant_cells(record), f"variants row {record}: its record gives {squad2_variant_cells(record)}"
