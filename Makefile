@@ -251,8 +251,9 @@ squad2: $(VENV)/.installed minilm
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=$(SQUAD2) --out=$(SQUAD2)/report
 
 # Ablations of the reader from all-MiniLM-L6-v2 (60 minutes each, each into a workdir root of its own, so that the
-# report's study keeps one reader per starting point): a verifier beside the null span; batches of 16.
-SQUAD2_ABLATIONS = verifier batch16
+# report's study keeps one reader per starting point): a verifier beside the null span; batches of 16; v1.1 dev's
+# other 13 articles (answerable questions only) added to train.
+SQUAD2_ABLATIONS = verifier batch16 more_answers
 squad2-ablations: $(VENV)/.installed minilm
 	set -e; for variant in $(SQUAD2_ABLATIONS); do \
 	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(SQUAD2)_$$variant \
