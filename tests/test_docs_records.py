@@ -192,6 +192,11 @@ def _steps(n: int) -> str:
   return f"{n:,}"
 
 
+def _squad2_scores(s: dict) -> str:
+  """EM / F1 (HasAns F1 / NoAns F1), as the README and the SQuAD page print a SQuAD 2.0 evaluation."""
+  return f"{s['exact_match']:.2f} / {s['f1']:.2f} ({s['HasAns_f1']:.2f} / {s['NoAns_f1']:.2f})"
+
+
 def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
   """The README's rows as the records give them: (the task cell's first word, model cell) -> (score, budget)."""
   study = _records("docs/study/results.json")
@@ -264,8 +269,7 @@ def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
   squad2 = _records("results/squad2")
 
   def squad2_row(run):
-    s = _one(squad2, run=run)["scores"]
-    return f"{s['exact_match']:.2f} / {s['f1']:.2f} ({s['HasAns_f1']:.2f} / {s['NoAns_f1']:.2f})"
+    return _squad2_scores(_one(squad2, run=run)["scores"])
 
   row("SQuAD", 'always answering "no answer"', squad2_row("no_answer"), "—")
   row("SQuAD", "BiDAF-style BiLSTM reader with a learned no-answer score",
@@ -294,7 +298,7 @@ def test_every_number_of_the_readme_results_table_comes_from_a_record():
   assert set(printed) == set(expected), f"rows the records give that the README lacks: {set(expected) - set(printed)}"
 
 
-# ------------------------------------------------------------- the SQuAD 2.0 page's table of the MiniLM reader's variants
+# ------------------------------------------------------- the SQuAD 2.0 page's table of the MiniLM reader's variants
 
 SQUAD2_VARIANTS_HEADING = "### The MiniLM reader's variants"
 
@@ -325,13 +329,13 @@ def squad2_variant_cells(record: str) -> list[str]:
   test = json.loads(runs[0].read_text())
   validation = json.loads((runs[0].parent / "metrics.validation.json").read_text())
   auc = f"{test['no_answer_auc']:.3f}" if "no_answer_auc" in test else "—"
-  return [_steps(test["step"]), f"{validation['f1']:.2f}",
-          f"{test['exact_match']:.2f} / {test['f1']:.2f} ({test['HasAns_f1']:.2f} / {test['NoAns_f1']:.2f})",
-          f"{test['no_answer_threshold']:.2f}", auc]
+  return [_steps(test["step"]), f"{validation['f1']:.2f}", _squad2_scores(test), f"{test['no_answer_threshold']:.2f}",
+          auc]
 
 
 def test_every_number_of_the_squad2_variants_table_comes_from_its_record():
   rows = squad2_variant_rows()
   assert "results/squad2" in rows, "the variants table leaves out the recorded reader"
   for record, cells in rows.items():
-    assert cells == squad2_variant_cells(record), f"variants row {record}: its record gives {squad2_variant_cells(record)}"
+    expected = squad2_variant_cells(record)
+    assert cells == expected, f"variants row {record}: its record gives {expected}"

@@ -9,11 +9,8 @@ answers it lacked are what held its spans back.
 """
 
 from experiments.squad_v2_cpu import bilstm
-from experiments.squad_v2_cpu.bert_from_minilm_more_answers import V1_DEV
+from experiments.squad_v2_cpu.bert_from_minilm_more_answers import with_more_answers
 
 
 def get_config():
-  config = bilstm.get_config()
-  with config.data.unlocked():
-    config.data.train_also = V1_DEV
-  return config
+  return with_more_answers(bilstm.get_config())
