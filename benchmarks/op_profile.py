@@ -2,6 +2,8 @@
 
     python -m benchmarks.op_profile --what=blockwise --length=1024     # the attention kernel, fwd + bwd
     python -m benchmarks.op_profile --what=step --config=small         # the Transformer train step of train_step
+    python -m benchmarks.op_profile --what=experiment --experiment=experiments/squad_v2_cpu/bert_from_minilm.py \
+        --dtype=bfloat16                                               # an experiment's own train step, one batch
 
 The program runs under ``jax.profiler.trace`` with ``--xla_cpu_enable_xprof_traceme`` (set here, before JAX starts),
 so that every thunk XLA executes is a trace event named after its HLO instruction. Each leaf event (loops and calls
@@ -127,9 +129,23 @@ def _step(args):
   return fn, (params, opt_state, jax.random.PRNGKey(1)), f"Transformer {args.config} train step (train_step shapes)"
 
 
+def _experiment(args):
+  from attnjax.training import steps  # pylint: disable=g-import-not-at-top
+  from benchmarks.precision import experiment_with  # pylint: disable=g-import-not-at-top
+  exp = experiment_with(args.experiment, args.dtype, tempfile.mkdtemp(prefix="op_profile_"))
+  local = next(exp.train_batches)
+  extra = steps.step_arguments(exp.schedule, 0.5)
+  fn = lambda state, batch: exp.train_step(state, batch, *extra)
+  shapes = ", ".join(f"{key} {tuple(value.shape)}" for key, value in sorted(local.items()))
+  return fn, (exp.state, steps.global_batch(local, exp.mesh, exp.rules)), (
+      f"{args.experiment} train step, model.dtype={args.dtype}, its first training batch ({shapes})")
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--what", choices=("blockwise", "step"), default="blockwise")
+  parser.add_argument("--what", choices=("blockwise", "step", "experiment"), default="blockwise")
+  parser.add_argument("--experiment", help="--what=experiment: the experiment file")
+  parser.add_argument("--dtype", default="float32", help="--what=experiment: its model.dtype")
   parser.add_argument("--length", type=int, default=1024)
   parser.add_argument("--block", type=int, default=512)
   parser.add_argument("--implementation", default="blockwise")
@@ -137,7 +153,9 @@ def main():
   parser.add_argument("--reps", type=int, default=3)
   parser.add_argument("--top", type=int, default=0, help="also list the N most expensive instructions")
   args = parser.parse_args()
-  fn, inputs, title = (_blockwise if args.what == "blockwise" else _step)(args)
+  if args.what == "experiment" and not args.experiment:
+    parser.error("--what=experiment needs --experiment=FILE")
+  fn, inputs, title = {"blockwise": _blockwise, "step": _step, "experiment": _experiment}[args.what](args)
   result = profile(fn, inputs, args.reps)
   total = sum(result["categories"].values())
   print(f"# {title}\n# wall {1e3 * result['wall']:.1f} ms per run, op time {1e3 * total:.1f} ms summed over threads "

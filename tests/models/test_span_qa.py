@@ -118,6 +118,29 @@ def test_dropout_changes_real_positions_only():
   assert np.isfinite(np.asarray(noisy["no_answer_logit"])).all()
 
 
+@pytest.mark.parametrize("encoder", ["transformer", "bert", "bilstm"])
+def test_bfloat16_compute_keeps_float32_parameters_and_logits_and_stays_close_to_float32(encoder):
+  """``dtype=bfloat16`` changes the arithmetic only: the same parameters (float32, initialised identically), float32
+  logits, and every output within bfloat16's rounding of the float32 reader's on the same weights."""
+  extra = dict(cls_id=1, sep_id=2) if encoder == "bert" else {}
+  _, _, question, context = setup_for(CONFIGS[0])
+  f32, bf16 = _model(encoder=encoder, **extra), _model(encoder=encoder, dtype=jnp.bfloat16, **extra)
+  params = f32.init(jax.random.PRNGKey(0), question, context)["params"]
+  bf16_params = bf16.init(jax.random.PRNGKey(0), question, context)["params"]
+  assert all(x.dtype == jnp.float32 for x in jax.tree_util.tree_leaves(bf16_params))
+  jax.tree_util.tree_map(np.testing.assert_array_equal, bf16_params, params)
+  want, got = f32.apply({"params": params}, question, context), bf16.apply({"params": params}, question, context)
+  real = np.asarray(want["context_mask"])
+  for key in ("start_logits", "end_logits", "no_answer_logit"):
+    assert got[key].dtype == jnp.float32, key
+    a, b = np.asarray(got[key]), np.asarray(want[key])
+    a, b = (a[real], b[real]) if a.ndim == 2 else (a, b)
+    scale = np.abs(b).max()
+    np.testing.assert_allclose(a, b, atol=0.03 * scale, err_msg=key)  # bfloat16 keeps 8 bits: ~0.4% a rounding
+  # the arithmetic did change (the BiLSTM's no-answer score starts at exactly 0 either way: a zero kernel and bias)
+  assert np.abs(np.asarray(got["start_logits"] - want["start_logits"]))[real].max() > 0
+
+
 @pytest.mark.parametrize("encoder", ["transformer", "bert"])
 def test_the_verifier_reads_cls_and_adds_its_logit_to_the_null_score(encoder):
   """v is a dense layer on the same h_CLS as start[CLS] and end[CLS]: given the start column of ``qa_outputs`` as its
