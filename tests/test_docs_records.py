@@ -298,44 +298,49 @@ def test_every_number_of_the_readme_results_table_comes_from_a_record():
   assert set(printed) == set(expected), f"rows the records give that the README lacks: {set(expected) - set(printed)}"
 
 
-# ------------------------------------------------------- the SQuAD 2.0 page's table of the MiniLM reader's variants
+# ------------------------------------------------------------ the SQuAD 2.0 page's tables of the readers' variants
 
-SQUAD2_VARIANTS_HEADING = "### The MiniLM reader's variants"
+# heading -> the run directory (a glob) of that table's reader in each record
+SQUAD2_VARIANT_TABLES = {"### The MiniLM reader's variants": "bert_from_minilm*",
+                         "### The BiLSTM reader's variants": "bilstm*"}
 
 
-def squad2_variant_rows() -> dict[str, list[str]]:
-  """The record cell (a ``results/`` directory) -> the other cells after it, of the SQuAD docs page's variants table."""
+def squad2_variant_rows(heading: str) -> dict[str, list[str]]:
+  """The record cell (a ``results/`` directory) -> the other cells after it, of the SQuAD docs page's variants table
+  under ``heading``."""
   text = (ROOT / "docs/study_squad.md").read_text()
-  assert SQUAD2_VARIANTS_HEADING in text, f"docs/study_squad.md has no {SQUAD2_VARIANTS_HEADING!r} section"
+  assert heading in text, f"docs/study_squad.md has no {heading!r} section"
   rows = {}
-  for line in text.split(SQUAD2_VARIANTS_HEADING, 1)[1].lstrip().splitlines():
+  for line in text.split(heading, 1)[1].lstrip().splitlines():
     if not line.startswith("|"):
       break
     cells = [c.strip() for c in line.strip().strip("|").split("|")]
     if cells[0] == "variant" or cells[0].startswith("---"):
       continue
     record = re.fullmatch(r"`(results/[\w/]+)`", cells[1])
-    assert record, f"docs/study_squad.md variants table: {cells[1]!r} does not name a results directory"
+    assert record, f"docs/study_squad.md {heading!r}: {cells[1]!r} does not name a results directory"
     rows[record.group(1)] = cells[2:]
   return rows
 
 
-def squad2_variant_cells(record: str) -> list[str]:
-  """What a variants row must read, from its record's metrics files: steps, validation F1, test EM / F1 (HasAns /
-  NoAns F1), the threshold chosen on validation, and the test no-answer AUC ("—" where an earlier evaluation did not
-  write it)."""
-  runs = list((ROOT / record).glob("squad_v2_cpu/bert_from_minilm*/single/default/metrics.test.json"))
-  assert len(runs) == 1, f"{record}: {len(runs)} MiniLM readers evaluated on test"
+def squad2_variant_cells(record: str, reader: str) -> list[str]:
+  """What a variants row must read, from the metrics files of the ``reader`` run (a glob) in ``record``: steps,
+  validation F1, test EM / F1 (HasAns / NoAns F1), the threshold chosen on validation, the test no-answer AUC and the
+  test HasAns F1 with every question answered by its best span ("—" where an earlier evaluation did not write
+  them)."""
+  runs = list((ROOT / record).glob(f"squad_v2_cpu/{reader}/single/default/metrics.test.json"))
+  assert len(runs) == 1, f"{record}: {len(runs)} {reader} readers evaluated on test"
   test = json.loads(runs[0].read_text())
   validation = json.loads((runs[0].parent / "metrics.validation.json").read_text())
-  auc = f"{test['no_answer_auc']:.3f}" if "no_answer_auc" in test else "—"
+  optional = lambda key, digits: f"{test[key]:.{digits}f}" if key in test else "—"
   return [_steps(test["step"]), f"{validation['f1']:.2f}", _squad2_scores(test), f"{test['no_answer_threshold']:.2f}",
-          auc]
+          optional("no_answer_auc", 3), optional("HasAns_f1_spans", 2)]
 
 
-def test_every_number_of_the_squad2_variants_table_comes_from_its_record():
-  rows = squad2_variant_rows()
-  assert "results/squad2" in rows, "the variants table leaves out the recorded reader"
+@pytest.mark.parametrize("heading", sorted(SQUAD2_VARIANT_TABLES))
+def test_every_number_of_the_squad2_variants_tables_comes_from_its_record(heading):
+  rows = squad2_variant_rows(heading)
+  assert "results/squad2" in rows, f"{heading!r}: the table leaves out the study's own reader"
   for record, cells in rows.items():
-    expected = squad2_variant_cells(record)
-    assert cells == expected, f"variants row {record}: its record gives {expected}"
+    expected = squad2_variant_cells(record, SQUAD2_VARIANT_TABLES[heading])
+    assert cells == expected, f"{heading!r} row {record}: its record gives {expected}"
