@@ -11,8 +11,8 @@ before timing; a repetition is one step on each batch, and the variants alternat
 noisy machine's slow moments hit both. Reported: the median seconds of a repetition divided by its batches, tokens a
 second, and bfloat16's speed-up over float32.
 
-On CPUs with AMX (Intel Sapphire Rapids and later) XLA's bfloat16 products run several times faster than float32
-ones; where a CPU lacks bfloat16 units they may run slower. Accelerators compute in bfloat16 by default
+Whether bfloat16 pays on a CPU depends on its bfloat16 units and on how XLA compiles the whole step, not the products
+alone: measure it here before choosing it for a CPU run. Accelerators compute in bfloat16 by default
 (``attnjax.targets``).
 """
 
@@ -67,10 +67,8 @@ def main():
       exp = experiment_with(args.experiment, dtype, f"{root}/{dtype}")
       batches = [next(exp.train_batches) for _ in range(args.batches)]
       tokens = sum(exp.family.tokens(b) for b in batches)
-      runner = step_runner(exp, batches)
-      runner()  # every shape compiled before the timed repetitions
-      runners[dtype] = runner
-    seconds = interleaved_medians(runners, reps=args.reps)
+      runners[dtype] = step_runner(exp, batches)
+    seconds = interleaved_medians(runners, reps=args.reps)  # its untimed first call compiles every shape
 
   print(f"{args.experiment}: {args.batches} training batches ({tokens:.0f} tokens) a repetition, median of "
         f"{args.reps} interleaved repetitions; {machine_description()}\n")
