@@ -22,7 +22,8 @@ from attnjax.kernels.common import RelativeTable, as_logits_shape, check_qkv
 from attnjax.kernels.dot_product import xla_attention
 
 
-def sinusoidal_positions(length: int, dim: int, *, max_timescale: float = 10_000.0, positions=None):
+def sinusoidal_positions(length: int, dim: int, *, max_timescale: float = 10_000.0, positions=None,
+                         dtype=jnp.float32):
   """Sinusoidal position encodings, sin on even and cos on odd dimensions (Vaswani et al. 2017, §3.5).
 
   Args:
@@ -30,15 +31,16 @@ def sinusoidal_positions(length: int, dim: int, *, max_timescale: float = 10_000
     dim: model dimension d.
     max_timescale: the 10000 of the paper.
     positions: optional integer/float array ``[..., L]`` of positions (e.g. offsets during cached decoding).
+    dtype: the dtype the angles are computed in and returned (float64 for a model run in float64).
 
   Returns:
-    ``[L, d]`` (or ``[..., L, d]``) float32 with PE[pos, 2i] = sin(pos·ω_i), PE[pos, 2i+1] = cos(pos·ω_i),
+    ``[L, d]`` (or ``[..., L, d]``) of ``dtype`` with PE[pos, 2i] = sin(pos·ω_i), PE[pos, 2i+1] = cos(pos·ω_i),
     ω_i = max_timescale^(-2i/d).
   """
   if dim <= 0:
     raise ValueError(f"dim must be positive, got {dim}")
-  pos = jnp.arange(length, dtype=jnp.float32) if positions is None else jnp.asarray(positions, jnp.float32)
-  freqs = jnp.exp(-math.log(max_timescale) * jnp.arange(0, dim, 2, dtype=jnp.float32) / dim)  # [ceil(d/2)]
+  pos = jnp.arange(length, dtype=dtype) if positions is None else jnp.asarray(positions, dtype)
+  freqs = jnp.exp(-math.log(max_timescale) * jnp.arange(0, dim, 2, dtype=dtype) / dim)  # [ceil(d/2)]
   angles = pos[..., None] * freqs
   pe = jnp.stack([jnp.sin(angles), jnp.cos(angles)], axis=-1)  # [..., L, ceil(d/2), 2]: interleave sin, cos
   return pe.reshape(pe.shape[:-2] + (-1,))[..., :dim]

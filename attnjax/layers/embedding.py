@@ -17,6 +17,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from attnjax import kernels
+from attnjax.kernels.common import accumulation_dtype
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "relative", "t5")
 
@@ -39,8 +40,8 @@ class TokenEmbedding(nn.Module):
     return x * jnp.asarray(math.sqrt(self.features), self.dtype) if self.scale else x
 
   def attend(self, x):
-    """Logits ``[B, T, V]`` = ``x [B, T, D] @ Eᵀ``, in float32."""
-    return jnp.einsum("btd,vd->btv", x, self.embedding.astype(x.dtype), preferred_element_type=jnp.float32)
+    """Logits ``[B, T, V]`` = ``x [B, T, D] @ Eᵀ``, in float32 (float64 for float64 inputs)."""
+    return jnp.einsum("btd,vd->btv", x, self.embedding.astype(x.dtype), preferred_element_type=accumulation_dtype(x))
 
 
 class PositionalEncoding(nn.Module):
@@ -66,4 +67,5 @@ class PositionalEncoding(nn.Module):
       return None
     if self.kind == "learned":
       return jnp.take(self.table, positions, axis=0).astype(self.dtype)
-    return kernels.sinusoidal_positions(0, self.features, positions=positions).astype(self.dtype)
+    angles = accumulation_dtype(self.dtype)  # float32 for half precision, float64 for float64
+    return kernels.sinusoidal_positions(0, self.features, positions=positions, dtype=angles).astype(self.dtype)

@@ -21,6 +21,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from attnjax.kernels.common import accumulation_dtype
 from attnjax.layers.dropout import DROPOUT_BITS, Dropout
 from attnjax.layers.embedding import POSITIONAL_ENCODINGS, PositionalEncoding, TokenEmbedding
 from attnjax.models.transformer import LayerConfig, _layer_norm
@@ -60,7 +61,7 @@ class DecoderLM(nn.Module):
     max_relative_distance: Shaw's clipping distance / T5's largest bucket distance.
     activation: the FFN's nonlinearity (``"gelu_tanh"``: GPT-2's).
     implementation: the attention kernel (:func:`attnjax.kernels.scaled_dot_product_attention`).
-    dtype / param_dtype: compute and parameter dtypes; logits are float32.
+    dtype / param_dtype: compute and parameter dtypes; logits are float32 (float64 for a float64 model).
   """
   vocab_size: int
   num_layers: int = 6
@@ -124,7 +125,7 @@ class DecoderLM(nn.Module):
                        deterministic=deterministic)
       new_caches.append(cache)
     logits = self.embed.attend(self.final_norm(x))
-    return logits.astype(jnp.float32), tuple(new_caches)
+    return logits.astype(accumulation_dtype(self.dtype)), tuple(new_caches)
 
   def __call__(self, ids, segment_ids=None, positions=None, *, deterministic=True):
     """Teacher forcing over ``ids [B, T]``; packed rows pass ``segment_ids`` and ``positions [B, T]``."""

@@ -9,7 +9,7 @@ sublayer is wrapped as (§5.4: dropout on each sublayer output before the residu
               with a final LayerNorm after the last layer of each stack.
 
 Inputs are token embeddings times sqrt(d_model) plus positional encodings (§3.4-3.5), with dropout on the sum.
-Logits are float32 ("label-smoothing-ready": the loss applies the smoothing). Presets ``base`` and ``big`` follow
+Logits are float32, float64 for a float64 model ("label-smoothing-ready": the loss applies the smoothing). Presets ``base`` and ``big`` follow
 Table 3 with the paper's shared source/target vocabulary and tied embeddings (§3.4).
 
 ``copy=True`` adds copy attention for summarization (Gehrmann et al. 2018's Transformer with copy; OpenNMT-py's
@@ -30,6 +30,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from attnjax.kernels.common import accumulation_dtype
 from attnjax.layers.attention import MultiHeadAttention
 from attnjax.layers.copy import PointerGate, mix_log_probs
 from attnjax.layers.dropout import DROPOUT_BITS, Dropout
@@ -304,7 +305,8 @@ class Transformer(nn.Module):
       self.encoder_norm = _layer_norm(self.dtype, self.param_dtype, self.layer_norm_epsilon)
       self.decoder_norm = _layer_norm(self.dtype, self.param_dtype, self.layer_norm_epsilon)
     if not self.tie_decoder_embeddings:
-      self.logits_dense = _dense(self.tgt_vocab_size, ("embed", "vocab"), jnp.float32, self.param_dtype)
+      self.logits_dense = _dense(self.tgt_vocab_size, ("embed", "vocab"), accumulation_dtype(self.dtype),
+                                 self.param_dtype)
     self.input_dropout = Dropout(self.dropout_rate, self.dropout_bits)
     if self.copy:
       self.pointer = PointerGate(self.dtype, name="pointer")
@@ -388,7 +390,8 @@ class Transformer(nn.Module):
       weights = w if w is not None else weights
     if self.pre_norm:
       x = self.decoder_norm(x)
-    logits = self.tgt_embed.attend(x) if self.tie_decoder_embeddings else self.logits_dense(x.astype(jnp.float32))
+    logits_dtype = accumulation_dtype(self.dtype)  # float32 for half precision, float64 for a float64 model
+    logits = self.tgt_embed.attend(x) if self.tie_decoder_embeddings else self.logits_dense(x.astype(logits_dtype))
     if self.copy:  # the copy distribution: the last layer's cross-attention, averaged over the heads
       p_gen = self.pointer(x)
       logits = mix_log_probs(logits, p_gen, weights.mean(axis=1), memory["src_ids"])
@@ -397,7 +400,7 @@ class Transformer(nn.Module):
     new_cache = None if cache is None else {"index": cache["index"] + t, "layers": tuple(new_layers)}
     # the last layer's cross-attention, averaged over heads [B, T, S], or per head [B, N, T, S] ("heads")
     attention = weights if weights is None or return_attention == "heads" else weights.mean(axis=1)
-    return DecoderOutput(logits.astype(jnp.float32), new_cache, attention)
+    return DecoderOutput(logits.astype(logits_dtype), new_cache, attention)
 
   def __call__(self, src, tgt_in, src_mask=None, *, src_segment_ids=None, tgt_segment_ids=None, src_positions=None,
                tgt_positions=None, deterministic=True):
