@@ -33,15 +33,24 @@ pytestmark = pytest.mark.xdist_group("tests/test_docs_records.py")
 
 
 def sections(markdown: str) -> dict[str, str]:
-  """``{heading: text}`` of a report page, split at its headings (the text before the first under "")."""
+  """``{heading: text}`` of a report page, split at its headings (the text before the first under ""); a heading
+  that repeats is numbered from its second time on (``## A (2)``), so that every section is kept."""
   out, heading, lines = {}, "", []
+
+  def close():
+    key, n = heading, 1
+    while key in out:
+      n += 1
+      key = f"{heading} ({n})"
+    out[key] = "\n".join(lines).strip()
+
   for line in markdown.splitlines():
     if line.startswith("#"):
-      out[heading] = "\n".join(lines).strip()
+      close()
       heading, lines = line.strip(), []
     else:
       lines.append(line)
-  out[heading] = "\n".join(lines).strip()
+  close()
   return out
 
 
@@ -148,6 +157,12 @@ def test_the_comparison_sees_a_changed_digit_a_missing_and_an_added_section():
   assert compare_pages(page, page, True) == []
   assert compare_pages(page, page.replace("30.50", "30.51"), True) == [
       "section '## A', line 1: committed '| m | 30.50 |', regenerated '| m | 30.51 |'"]
+  twice = page + "\n## A\n\n| m | 9.00 |\n"  # a heading that repeats: each section compared
+  assert compare_pages(twice, twice, True) == []
+  assert compare_pages(twice, twice.replace("30.50", "30.51"), True) == [
+      "section '## A', line 1: committed '| m | 30.50 |', regenerated '| m | 30.51 |'"]
+  assert compare_pages(twice, twice.replace("9.00", "9.01"), True) == [
+      "section '## A (2)', line 1: committed '| m | 9.00 |', regenerated '| m | 9.01 |'"]
   without = page.split("## B")[0]
   assert compare_pages(page, without, False) == []  # the data are not here: that section cannot be regenerated
   assert compare_pages(page, without, True) == [
@@ -197,8 +212,18 @@ def _squad2_scores(s: dict) -> str:
   return f"{s['exact_match']:.2f} / {s['f1']:.2f} ({s['HasAns_f1']:.2f} / {s['NoAns_f1']:.2f})"
 
 
+# the README's task cells, each the key of its rows with the model cell
+MULTI30K = "Multi30k en→de (test2016, sacreBLEU)"
+MANYTHINGS = "manythings en→fr (sacreBLEU)"
+CNN_DAILYMAIL = "CNN/DailyMail subset (4,490 articles, ROUGE-1/2/L)"
+SQUAD = "SQuAD v1.1 dev, split by article (EM / F1)"
+SQUAD2 = "SQuAD 2.0 dev, split by article (EM / F1, then HasAns / NoAns F1)"
+WIKIPEDIA = "Wikipedia, held-out articles (bits/byte, nats/token)"
+STS = "STS Benchmark test (cosine Spearman)"
+
+
 def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
-  """The README's rows as the records give them: (the task cell's first word, model cell) -> (score, budget)."""
+  """The README's rows as the records give them: (task cell, model cell) -> (score, budget)."""
   study = _records("docs/study/results.json")
   transfer = _records("results/transfer")
   scaling = _records("results/scaling")
@@ -207,21 +232,22 @@ def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
   rows = {}
 
   def row(task, model, score, budget):
+    assert (task, model) not in rows, f"two rows of {(task, model)}"
     rows[(task, model)] = (score, budget)
 
   def bleu(run):
     return f"{_one(study, run=run)['scores']['bleu']:.2f}"
 
-  row("Multi30k", "LSTM seq2seq, no attention", bleu("multi30k/lstm_seq2seq/single/default") + " BLEU", "30 min")
-  row("Multi30k", "LSTM + Bahdanau attention", bleu("multi30k/lstm_bahdanau/single/default") + " BLEU", "30 min")
-  row("Multi30k", "ConvS2S", bleu("multi30k/convs2s/single/default") + " BLEU", "30 min")
+  row(MULTI30K, "LSTM seq2seq, no attention", bleu("multi30k/lstm_seq2seq/single/default") + " BLEU", "30 min")
+  row(MULTI30K, "LSTM + Bahdanau attention", bleu("multi30k/lstm_bahdanau/single/default") + " BLEU", "30 min")
+  row(MULTI30K, "ConvS2S", bleu("multi30k/convs2s/single/default") + " BLEU", "30 min")
   # the default recipe's run: the warm-up sweep's 400-step point became the default
-  row("Multi30k", "Transformer, 3 + 3 layers of 256", bleu("multi30k/transformer/warmup/warmup400") + " BLEU",
+  row(MULTI30K, "Transformer, 3 + 3 layers of 256", bleu("multi30k/transformer/warmup/warmup400") + " BLEU",
       "30 min")
-  row("Multi30k", "Transformer, dropout 0.1, batches of 2,048 tokens (two seeds)",
+  row(MULTI30K, "Transformer, dropout 0.1, batches of 2,048 tokens (two seeds)",
       f"{bleu('multi30k/transformer/batch60/tokens2048')} / {bleu('multi30k/transformer/batch60/tokens2048/seed1')} "
       "BLEU", "60 min")
-  row("manythings", "LSTM + Bahdanau / Transformer", f"{bleu('manythings_en_fr/lstm_bahdanau/single/default')} / "
+  row(MANYTHINGS, "LSTM + Bahdanau / Transformer", f"{bleu('manythings_en_fr/lstm_bahdanau/single/default')} / "
       f"{bleu('manythings_en_fr/transformer/single/default')} BLEU", "30 min")
 
   def summ(label):
@@ -239,20 +265,20 @@ def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
   # where the coverage phase started: its config names the step (a replay); the budgeted run's config names its clock
   # rule instead (85 minutes), which chose the pointer-generator's step 2,400 (the run's log)
   start = coverage["config"]["train"].get("init_at_step") or 2400
-  row("CNN/DailyMail", "LSTM seq2seq, no attention", rouge("LSTM seq2seq"), "90 min")
-  row("CNN/DailyMail", f"LSTM + Bahdanau attention ({_steps(bahdanau['trained_step'])} steps: its step costs "
+  row(CNN_DAILYMAIL, "LSTM seq2seq, no attention", rouge("LSTM seq2seq"), "90 min")
+  row(CNN_DAILYMAIL, f"LSTM + Bahdanau attention ({_steps(bahdanau['trained_step'])} steps: its step costs "
       f"{seq2seq['trained_step'] / bahdanau['trained_step']:.1f}× seq2seq's)", rouge("LSTM + Bahdanau"), "90 min")
-  row("CNN/DailyMail", "+ pointer-generator (See et al. 2017)", rouge(pg), "90 min")
-  row("CNN/DailyMail", f"+ coverage (its last {coverage['trained_step'] - start} steps, from the pointer-generator's "
+  row(CNN_DAILYMAIL, "+ pointer-generator (See et al. 2017)", rouge(pg), "90 min")
+  row(CNN_DAILYMAIL, f"+ coverage (its last {coverage['trained_step'] - start} steps, from the pointer-generator's "
       f"step {_steps(start)}; {repeated(full):.1f}% repeated trigrams, from {repeated(pg):.1f}%)", rouge(full),
       "90 min")
-  row("CNN/DailyMail", f"Transformer, 3 + 3 layers of 256 (its checkpoint at step "
+  row(CNN_DAILYMAIL, f"Transformer, 3 + 3 layers of 256 (its checkpoint at step "
       f"{_steps(summ('Transformer')['step'])}; {repeated('Transformer'):.0f}% repeated trigrams)", rouge("Transformer"),
       "90 min")
-  row("CNN/DailyMail", f"+ copy attention (Gehrmann et al. 2018; {_steps(summ('Transformer + copy')['trained_step'])} "
+  row(CNN_DAILYMAIL, f"+ copy attention (Gehrmann et al. 2018; {_steps(summ('Transformer + copy')['trained_step'])} "
       f"steps, no coverage: {repeated('Transformer + copy'):.0f}% repeated trigrams)", rouge("Transformer + copy"),
       "90 min")
-  row("CNN/DailyMail", "Lead-3 (the first three sentences)", rouge("Lead-3"), "—")
+  row(CNN_DAILYMAIL, "Lead-3 (the first three sentences)", rouge("Lead-3"), "—")
 
   def squad(run):
     s = _one(transfer, run=run)["scores"]
@@ -260,38 +286,40 @@ def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
 
   mlm = _one(transfer, run="wikipedia/bert_mlm/single/default")
   mlm_tokens = mlm["step"] * mlm["config"]["data"]["batch_size"] * mlm["config"]["data"]["seq_len"]
-  row("SQuAD", "BiDAF-style BiLSTM reader", squad("squad_transfer/bilstm/single/default"), "60 min")
-  row("SQuAD", "MiniLM-sized BERT reader, from scratch", squad("squad_transfer/bert_scratch/single/default"), "60 min")
-  row("SQuAD", f"the same, from this project's masked LM ({mlm['train_seconds'] / 3600:.0f} h on Wikipedia, "
+  row(SQUAD, "BiDAF-style BiLSTM reader", squad("squad_transfer/bilstm/single/default"), "60 min")
+  row(SQUAD, "MiniLM-sized BERT reader, from scratch", squad("squad_transfer/bert_scratch/single/default"), "60 min")
+  row(SQUAD, f"the same, from this project's masked LM ({mlm['train_seconds'] / 3600:.0f} h on Wikipedia, "
       f"{mlm_tokens / 1e6:.1f}M tokens)", squad("squad_transfer/bert_from_mlm/single/default"), "60 min")
-  row("SQuAD", "the same, from `all-MiniLM-L6-v2`", squad("squad_transfer/bert_from_minilm/single/default"), "60 min")
+  row(SQUAD, "the same, from `all-MiniLM-L6-v2`", squad("squad_transfer/bert_from_minilm/single/default"), "60 min")
 
   squad2 = _records("results/squad2")
 
   def squad2_row(run):
     return _squad2_scores(_one(squad2, run=run)["scores"])
 
-  row("SQuAD", 'always answering "no answer"', squad2_row("no_answer"), "—")
-  row("SQuAD", "BiDAF-style BiLSTM reader with a learned no-answer score",
+  row(SQUAD2, 'always answering "no answer"', squad2_row("no_answer"), "—")
+  row(SQUAD2, "BiDAF-style BiLSTM reader with a learned no-answer score",
       squad2_row("squad_v2_cpu/bilstm/single/default"), "60 min")
-  row("SQuAD", "MiniLM-sized BERT reader with the [CLS] null score, from scratch",
+  row(SQUAD2, "MiniLM-sized BERT reader with the [CLS] null score, from scratch",
       squad2_row("squad_v2_cpu/bert_scratch/single/default"), "60 min")
-  row("SQuAD", "the same, from `all-MiniLM-L6-v2`", squad2_row("squad_v2_cpu/bert_from_minilm/single/default"),
+  row(SQUAD2, "the same, from `all-MiniLM-L6-v2`", squad2_row("squad_v2_cpu/bert_from_minilm/single/default"),
       "60 min")
 
   lm = _one(scaling, run="wikipedia/lm/size/l4d192")
   from attnjax.report.scaling import non_embedding_params  # pylint: disable=g-import-not-at-top
-  row("Wikipedia", f"decoder-only LM, 4 × 192 ({non_embedding_params(lm['config']) / 1e6:.1f}M non-embedding params)",
+  row(WIKIPEDIA, f"decoder-only LM, 4 × 192 ({non_embedding_params(lm['config']) / 1e6:.1f}M non-embedding params)",
       f"{lm['scores']['bits_per_byte']:.2f} / {lm['scores']['lm_loss']:.2f}", f"{lm['train_seconds'] / 60:.0f} min")
   # MTEB's number is the published one this run is checked against
-  row("STS", "`all-MiniLM-L6-v2` imported from its safetensors", f"{sts['cosine_spearman']:.5f} (MTEB: 0.82032)", "—")
+  row(STS, "`all-MiniLM-L6-v2` imported from its safetensors", f"{sts['cosine_spearman']:.5f} (MTEB: 0.82032)", "—")
   return rows
 
 
 def test_every_number_of_the_readme_results_table_comes_from_a_record():
   expected = expected_rows()
-  printed = {(re.match(r"[\w/]+", task).group(), model): (score, budget)
-             for task, model, score, budget in readme_rows()}
+  keys = [(task, model) for task, model, _, _ in readme_rows()]
+  shared = [key for key in keys if keys.count(key) > 1]
+  assert not shared, f"README rows that share a task and model: {shared}"
+  printed = {(task, model): (score, budget) for task, model, score, budget in readme_rows()}
   for key, cells in printed.items():
     assert key in expected, f"README row {key}: no record gives it"
     assert cells == expected[key], f"README row {key}: the records give {expected[key]}"

@@ -198,7 +198,8 @@ def test_squad2_threshold_is_chosen_on_validation_and_applied_to_test_with_the_o
   assert result["f1"] == pytest.approx(_f1_at(threshold, probs, gold))
   best_test = max(_f1_at(t, probs, gold) for t in [-1.0] + sorted(probs.values()))
   assert best_test > result["f1"] + 1  # a threshold chosen on test would have scored more: none was
-  official = metrics.score_files("squad", result["predictions"], test_path, no_answer_probs_path=result["no_answer_probs"])
+  official = metrics.score_files("squad", result["predictions"], test_path,
+                                 no_answer_probs_path=result["no_answer_probs"])
   for key in ("exact_match", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "best_exact",
               "best_exact_thresh", "best_f1", "best_f1_thresh"):
     assert result[key] == pytest.approx(official[key]), key
