@@ -29,7 +29,7 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist=loadgroup --no-loadscope-reorder -m 'not aot and not slow' \
 	  --durations=30
 
-# The end-to-end tests `make test` leaves out (marker slow): quickstart, quick faults, TPU compiles, a QA run.
+# The end-to-end tests `make test` leaves out (marker slow): quickstart, quick faults, TPU compiles.
 test-slow: $(VENV)/.installed
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist=loadgroup --no-loadscope-reorder -m slow --durations=30
 
