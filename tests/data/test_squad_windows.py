@@ -86,11 +86,16 @@ def test_for_squad2_training_a_window_without_the_answer_is_trained_to_answer_no
 def test_a_squad2_task_trains_its_windows_with_the_null_target_a_v11_task_drops_them():
   vocab = WordVocab()
   answerable = _question(answer_word_index=10, qid="a")
-  for version, expected in (("2.0", 4), ("1.1", 2)):
+  null = (NO_ANSWER, NO_ANSWER, True)
+  # windows [0, 8) [4, 12) [8, 16) [12, 20): word 10 is in the second and the third, at tokens 6 and 2
+  held = [(6, 6, False), (2, 2, False)]
+  for version, expected in (("2.0", [null, *held, null]), ("1.1", held)):
     data = tasks.SpanTaskData("t", vocab, {"train": [answerable]}, max_question_len=4, max_context_len=8,
                               version=version, doc_stride=4)
-    assert len(data.examples("train", train=True)) == expected, version
-    assert len(data.examples("train", train=False)) == 4
+    assert [(e.start, e.end, e.is_impossible) for e in data.examples("train", train=True)] == expected, version
+    evaluation = data.examples("train", train=False)  # every window, the question answerable in each
+    assert [(e.start, e.is_impossible) for e in evaluation] == [(NO_ANSWER, False), (6, False), (2, False),
+                                                                (NO_ANSWER, False)], version
 
 
 def test_a_limit_counts_questions_and_keeps_every_window_of_each():

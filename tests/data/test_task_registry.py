@@ -12,6 +12,16 @@ from attnjax.data.tasks import TASKS, use_task
 from attnjax.training.loop import _check_best_metric  # pylint: disable=protected-access
 
 
+# task kind -> (its family, the metrics the kind's papers report)
+KINDS = {
+    "translation": ("seq2seq", {"bleu", "chrf", "ter", "meteor"}),
+    "summarization": ("seq2seq", {"rouge"}),
+    "extractive_qa": ("span_qa", {"exact_match", "f1"}),
+    "mlm": ("masked_lm", {"mlm_accuracy"}),
+    "lm": ("language_model", {"bits_per_byte"}),
+}
+
+
 @pytest.mark.parametrize("name", sorted(TASKS))
 def test_every_registered_task_gives_a_valid_config(name):
   spec = TASKS[name]
@@ -27,14 +37,18 @@ def test_every_registered_task_gives_a_valid_config(name):
   assert config.data.source == spec.source and config.data.task == name
   plain = lambda v: v.to_dict() if isinstance(v, ml_collections.ConfigDict) else v
   assert all(plain(config.data[key]) == value for key, value in spec.fields.items())
+  # the family a task of this kind goes to, and the metrics its literature reports: written here, apart from both
+  family, literature = KINDS[spec.kind]
+  assert families.of(config) is families.FAMILIES[family]
   allowed = families.of(config).metrics
-  assert set(config.eval.metrics) <= set(allowed)
+  assert set(config.eval.metrics) <= set(allowed) and set(config.eval.metrics) <= literature
   # the "best" checkpoint is ranked by a value the evaluation computes (a task's SQuAD version is the one it declares)
   task = types.SimpleNamespace(version=config.data.get("squad_version", "1.1"))
   _check_best_metric(config.train.best_metric, config.eval.metrics,
                      families.of(config).extra_values(task, config.eval.metrics))
   # what the papers report is computable: a metric itself or one of its values (ROUGE-1/2/L of "rouge")
   assert all(m in allowed or m in config_lib.METRICS for m in spec.reported)
+  assert set(spec.reported) <= literature | {"rouge1", "rouge2", "rougeL"}
 
 
 def test_translation_tasks_read_the_named_direction():

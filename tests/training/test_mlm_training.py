@@ -84,11 +84,14 @@ def test_the_loss_is_the_cross_entropy_at_the_masked_positions_only():
 
 
 def _masked_lm_scores(workdir, step, batches):
-  """(loss, accuracy) of checkpoint ``step`` over the masked positions of ``batches``: the model's logits at every
-  position, then log-softmax and argmax at each weighted prediction, in float64."""
+  """(loss, accuracy, near ties) of checkpoint ``step`` over the masked positions of ``batches``: the model's logits
+  at every position, then log-softmax and argmax at each weighted prediction, in float64. The near ties are the share
+  of predictions whose two best logits are closer than float32 rounding of two differently compiled programs can
+  move them (1e-4 of the row's largest logit, hundreds of float32 rounding units): the evaluation's argmax may
+  take the other there, and its accuracy may differ from this one by at most that share."""
   from attnjax import trained  # pylint: disable=g-import-not-at-top
   loaded = trained.load_workdir(str(workdir), checkpoint=str(step))
-  nll, correct, count = 0.0, 0, 0
+  nll, correct, ties, count = 0.0, 0, 0, 0
   for b in batches:
     logits = np.asarray(loaded.model.apply({"params": loaded.params}, b["input_ids"], b["segment_ids"],
                                            b["positions"]), np.float64)
@@ -96,8 +99,10 @@ def _masked_lm_scores(workdir, step, batches):
       row, target = logits[r, b["mlm_positions"][r, j]], b["mlm_ids"][r, j]
       nll -= row[target] - row.max() - np.log(np.exp(row - row.max()).sum())
       correct += int(np.argmax(row) == target)
+      second, first = np.sort(row)[-2:]
+      ties += int(first - second <= 1e-4 * (1.0 + np.abs(row).max()))
       count += 1
-  return nll / count, correct / count
+  return nll / count, correct / count, ties / count
 
 
 def test_a_tiny_bert_pre_trains_through_the_train_step_and_beats_the_frequency_baseline(tmp_path):
@@ -117,7 +122,7 @@ def test_a_tiny_bert_pre_trains_through_the_train_step_and_beats_the_frequency_b
   # the last evaluation's values are step 60's over those masked positions; the best checkpoint is the more accurate
   validation = {step: _masked_lm_scores(tmp_path / "run", step, batches) for step in (30, 60)}
   assert result["mlm_loss"] == pytest.approx(validation[60][0], rel=1e-5)
-  assert result["mlm_accuracy"] == pytest.approx(validation[60][1], abs=1e-9)
+  assert validation[60][2] < 0.05 and abs(result["mlm_accuracy"] - validation[60][1]) <= validation[60][2] + 1e-9
   assert validation[30][1] != validation[60][1]
   best = max(validation, key=lambda step: validation[step][1])
   # attnjax.evaluate scores every row of the test split from the best checkpoint, masked as the batcher masks it
@@ -127,9 +132,9 @@ def test_a_tiny_bert_pre_trains_through_the_train_step_and_beats_the_frequency_b
   assert scored["examples"] == len(task.rows("test")[0]) and scored["mlm_predictions"] == sum(
       float(b["mlm_weights"].sum()) for b in test_batches)
   # its values are the best checkpoint's over the test split's masked positions
-  loss, accuracy = _masked_lm_scores(tmp_path / "run", best, test_batches)
+  loss, accuracy, ties = _masked_lm_scores(tmp_path / "run", best, test_batches)
   assert scored["step"] == best and scored["mlm_loss"] == pytest.approx(loss, rel=1e-5)
-  assert scored["mlm_accuracy"] == pytest.approx(accuracy, abs=1e-9)
+  assert abs(scored["mlm_accuracy"] - accuracy) <= ties + 1e-9
   assert (tmp_path / "run" / "metrics.test.json").exists()
   # a reader can start from this run's encoder: the parameters of its best checkpoint's "bert"
   from attnjax.training import warm_start  # pylint: disable=g-import-not-at-top
