@@ -289,20 +289,39 @@ def _article(question: SquadQuestion) -> str:
 def _load_squad_json(data_cfg, only=None, **_) -> dict[str, list[SquadQuestion]]:
   directory = os.fspath(get(data_cfg, "dir", "") or "")
   path, splits = get(data_cfg, "path", None), get(data_cfg, "splits", None)
-  if (path is None) == (splits is None):
-    raise ValueError("config.data.source='squad_json' needs exactly one of config.data.path (one file, split by "
-                     "article into config.data.heldout) and config.data.splits (split -> file)")
-  if splits is not None:
+  if path is None and splits is None:
+    raise ValueError("config.data.source='squad_json' needs config.data.path (one file, split by article into "
+                     "config.data.heldout) or config.data.splits (split -> file), or both (the splits of other files)")
+  if path is None:
     return {split: load_squad_json(in_dir(directory, name))
             for split, name in configured_splits(data_cfg, only=only).items()}
   heldout = dict(get(data_cfg, "heldout", DEFAULT_SQUAD_HELDOUT).items())
+  separate = dict(splits.items()) if splits is not None else {}
+  given = sorted(set(separate) & ({"train"} | set(heldout)))
+  if given:
+    raise ValueError(f"config.data.splits names {given}, which config.data.path={path!r} already gives (train and "
+                     f"config.data.heldout's {sorted(heldout)}): with a path, splits names only the splits of other files")
   questions = load_squad_json(in_dir(directory, os.fspath(path)))
-  splits = split_by_source(questions, heldout, seed=get(data_cfg, "split_seed", 0), key=_article)
+  out = split_by_source(questions, heldout, seed=get(data_cfg, "split_seed", 0), key=_article)
   train_also = get(data_cfg, "train_also", None)
   if train_also is not None and (only is None or "train" in only):
-    splits["train"] = splits["train"] + _articles_not_in(load_squad_json(in_dir(directory, os.fspath(train_also))),
-                                                         questions, f"config.data.train_also={train_also!r}")
-  return only_splits(splits, only)
+    out["train"] = out["train"] + _articles_not_in(load_squad_json(in_dir(directory, os.fspath(train_also))),
+                                                   questions, f"config.data.train_also={train_also!r}")
+  for split, name in separate.items():
+    if only is None or split in only:
+      out[split] = load_squad_json(in_dir(directory, os.fspath(name)))
+      check_apart(out[split], out["train"], f"config.data.splits[{split!r}]={name!r}")
+  return only_splits(out, only)
+
+
+def check_apart(evaluated: Sequence[SquadQuestion], train: Sequence[SquadQuestion], where: str) -> None:
+  """Raises a ValueError naming ``where`` if an article (title) or a paragraph (context) of ``evaluated`` is in
+  ``train``: a split scored on text the model trained on."""
+  titles, contexts = {q.title for q in train if q.title}, {q.context for q in train}
+  for q in evaluated:
+    if (q.title and q.title in titles) or q.context in contexts:
+      shared = f"article {q.title!r}" if q.title in titles else f"a paragraph of article {q.title!r}"
+      raise ValueError(f"{where} shares {shared} with the train split: a split scored on what the model trained on")
 
 
 def _articles_not_in(extra: Sequence[SquadQuestion], questions: Sequence[SquadQuestion],
@@ -340,7 +359,10 @@ def load_qa_task(data_cfg, *, process_index: int | None = None, process_count: i
     (``{"validation": 0.1, "test": 0.1}``; the rest is "train") with ``split_seed`` (0): all questions of an article
     land in one split, so no paragraph is both trained and evaluated on. With ``path``, ``train_also`` (a second
     file, relative to ``dir``) adds to train the questions of its articles that ``path`` does not have (by title or
-    by any shared paragraph): SQuAD v1.1 dev's 13 articles that v2.0 dev lacks, for a study split from v2.0 dev.
+    by any shared paragraph): SQuAD v1.1 dev's 13 articles that v2.0 dev lacks, for a study split from v2.0 dev;
+    and ``splits`` may name further splits, each a file of its own (the official protocol: ``path`` the train file,
+    ``heldout`` its validation articles, ``splits={"test": <the official dev file>}``), refused if one shares an
+    article or a paragraph with train.
   * ``tfds_squad``: ``tfds_name`` ("squad/v1.1" or "squad/v2.0"), ``splits`` (``{"train": "train", "validation":
     "validation"}``), ``tfds_data_dir``, ``tfds_download``, ``tfds_backend`` as for the other tfds sources.
 

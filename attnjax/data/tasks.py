@@ -128,6 +128,24 @@ TASKS: dict[str, TaskSpec] = {
     "squad_v1_dev_by_article": TaskSpec("extractive_qa", "squad_json",
                                         {"path": "dev-v1.1.json.gz", "heldout": {"validation": 0.1, "test": 0.1}},
                                         {}, ("exact_match", "f1"), ("exact_match", "f1"), train=_SPAN_LOSS),
+    # SQuAD 1.1 on the literature's protocol, from ../shared/data (data.dir): train on the train set (rebuilt from the
+    # official explorer pages) less 5% of its articles by title hash, the validation split that chooses checkpoints
+    # and settings; test is the official dev file, every question, three answers each. With seed 0: train 429
+    # articles / 84,872 questions, validation 13 / 2,727, test 48 / 10,570.
+    "squad_v1_official": TaskSpec("extractive_qa", "squad_json",
+                                  {"path": "squad_v1_train/train-v1.1.json.gz", "heldout": {"validation": 0.05},
+                                   "squad_version": "1.1"},
+                                  {"test": "squad/dev-v1.1.json.gz"}, ("exact_match", "f1"), ("exact_match", "f1"),
+                                  train=_SPAN_LOSS),
+    # SQuAD 2.0 with real answers: the dev-by-article task's splits, its train split joined by every SQuAD 1.1
+    # train question (none of whose articles is in 2.0 dev): train 466 articles / 95,841 questions, 4,125 of them
+    # (4.3%) unanswerable; validation and test unchanged.
+    "squad_v2_with_v1_train": TaskSpec("extractive_qa", "squad_json",
+                                       {"path": "squad_v2/dev-v2.0.json.gz",
+                                        "heldout": {"validation": 0.2, "test": 0.2}, "squad_version": "2.0",
+                                        "train_also": "squad_v1_train/train-v1.1.json.gz"},
+                                       {}, ("exact_match", "f1"), ("exact_match", "f1"), best_metric=_SQUAD2_BEST,
+                                       train=_SPAN_LOSS),
 }
 
 

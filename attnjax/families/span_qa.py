@@ -315,12 +315,16 @@ class SpanQA(TaskFamily):
     return float(fs.read_json(path)["threshold"])
 
   def check_version(self, data_cfg, version: str) -> None:
-    """A task that declares SQuAD 2.0 (``data.squad_version``) refuses data without an unanswerable question."""
+    """A task that declares its SQuAD version (``data.squad_version``) refuses data of the other: 2.0 without an
+    unanswerable question, 1.1 with one."""
     declared = data_cfg.get("squad_version")
+    where = data_cfg.get("path") or data_cfg.get("tfds_name") or dict(data_cfg.get("splits") or {})
     if declared == "2.0" and version != "2.0":
-      where = data_cfg.get("path") or data_cfg.get("tfds_name") or dict(data_cfg.get("splits") or {})
       raise ValueError(f"config.data.squad_version='2.0' but {where} has no unanswerable question: a SQuAD 1.1 file "
                        "given to a 2.0 task")
+    if declared == "1.1" and version == "2.0":
+      raise ValueError(f"config.data.squad_version='1.1' but {where} has unanswerable questions: a SQuAD 2.0 file "
+                       "given to a 1.1 task")
 
 
 FAMILY = SpanQA()

@@ -1,0 +1,151 @@
+"""SQuAD's splits as the literature uses them: a train file with held-out validation articles beside an evaluation file
+of its own (the official protocol), and SQuAD 2.0 with SQuAD 1.1's train questions; no evaluated article or paragraph
+is ever in train."""
+
+import copy
+import os
+import pathlib
+
+import pytest
+
+from attnjax import config as config_lib
+from attnjax.data import squad
+from attnjax.data.tasks import use_task
+from attnjax.families import span_qa
+from tests.squad_fixture import synthetic_squad, write_squad
+
+DATA = pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+def _files(tmp_path):
+  """A train file of 40 one-paragraph articles and an evaluation file of 10 others (titles and texts apart)."""
+  train = synthetic_squad(40, seed=0)
+  dev = synthetic_squad(10, seed=1)
+  for article in dev["data"]:
+    article["title"] = "dev " + article["title"]
+  write_squad(tmp_path / "train.json", train)
+  write_squad(tmp_path / "dev.json", dev)
+  return train, dev
+
+
+def _config(tmp_path, **fields):
+  data = config_lib.base_config().data
+  with data.unlocked():
+    data.source, data.dir, data.path, data.heldout = "squad_json", str(tmp_path), "train.json", {"validation": 0.2}
+    data.splits = {"test": "dev.json"}
+    for key, value in fields.items():
+      data[key] = value
+  return data
+
+
+def test_a_path_split_by_article_beside_a_test_file_of_its_own(tmp_path):
+  train, dev = _files(tmp_path)
+  splits = squad.load_qa_task(_config(tmp_path))
+  assert sorted(splits) == ["test", "train", "validation"]
+  # every question of the train file in train or validation, whole articles in one of them; test is the dev file
+  by_split = {name: {q.qid for q in qs} for name, qs in splits.items()}
+  assert by_split["train"] | by_split["validation"] == {qa["id"] for a in train["data"] for p in a["paragraphs"]
+                                                         for qa in p["qas"]}
+  assert not by_split["train"] & by_split["validation"] and by_split["validation"]
+  assert [q.qid for q in splits["test"]] == [qa["id"] for a in dev["data"] for p in a["paragraphs"] for qa in p["qas"]]
+  titles = {name: {q.title for q in qs} for name, qs in splits.items()}
+  assert not titles["train"] & titles["validation"] and not titles["train"] & titles["test"]
+  # one split asked for: only it (evaluation reads the test file, and train to check it against)
+  assert sorted(squad.load_qa_task(_config(tmp_path), splits=("test",))) == ["test"]
+
+
+@pytest.mark.parametrize("shared", ["title", "paragraph"])
+def test_a_test_file_sharing_an_article_or_a_paragraph_with_train_is_one_line(tmp_path, shared):
+  train, dev = _files(tmp_path)
+  splits = squad.load_qa_task(_config(tmp_path))
+  trained = next(iter(splits["train"]))
+  leaking = copy.deepcopy(dev)
+  if shared == "title":
+    leaking["data"][3]["title"] = trained.title
+  else:
+    leaking["data"][3]["paragraphs"][0]["context"] = trained.context
+    leaking["data"][3]["paragraphs"][0]["qas"] = [
+        {"id": "leak", "question": "?", "answers": [{"text": trained.context[:4], "answer_start": 0}]}]
+  write_squad(tmp_path / "dev.json", leaking)
+  with pytest.raises(ValueError, match=r"config.data.splits\['test'\]='dev.json' shares (article|a paragraph of "
+                                       r"article) .* with the train split"):
+    squad.load_qa_task(_config(tmp_path))
+
+
+def test_splits_may_not_name_what_the_path_already_gives(tmp_path):
+  _files(tmp_path)
+  for named in ("train", "validation"):
+    with pytest.raises(ValueError, match=rf"config.data.splits names \['{named}'\], which config.data.path"):
+      squad.load_qa_task(_config(tmp_path, splits={named: "dev.json"}))
+  with pytest.raises(ValueError, match="needs config.data.path .* or config.data.splits"):
+    data = _config(tmp_path)
+    with data.unlocked():
+      del data["path"]
+      del data["splits"]
+    squad.load_qa_task(data)
+
+
+def test_a_missing_train_file_is_named(tmp_path):
+  _files(tmp_path)
+  with pytest.raises(FileNotFoundError, match="nowhere.json"):
+    squad.load_qa_task(_config(tmp_path, path="nowhere.json"))
+
+
+def test_a_squad_2_0_file_given_to_a_1_1_task_is_one_line(tmp_path):
+  write_squad(tmp_path / "train.json", synthetic_squad(40, seed=0, unanswerable=0.3))
+  data = _config(tmp_path, squad_version="1.1")
+  with pytest.raises(ValueError, match="squad_version='1.1' but train.json has unanswerable questions: a SQuAD 2.0 "
+                                       "file given to a 1.1 task"):
+    span_qa.FAMILY.check_version(data, "2.0")
+  span_qa.FAMILY.check_version(data, "1.1")
+
+
+# ------------------------------------------------------------------------------- the registered tasks, real data
+
+
+def _task(name):
+  config = config_lib.base_config()
+  use_task(config, name)
+  with config.data.unlocked():
+    config.data.dir = str(DATA)
+  return squad.load_qa_task(config.data)
+
+
+@pytest.mark.skipif(not (DATA / "squad_v1_train").is_dir(), reason="../shared/data is not on this machine")
+@pytest.mark.parametrize("name, sizes", [
+    ("squad_v1_official", {"train": 84_872, "validation": 2_727, "test": 10_570}),
+    ("squad_v2_with_v1_train", {"train": 95_841, "validation": 2_076, "test": 1_555}),
+])
+def test_no_article_or_paragraph_of_an_evaluated_split_is_in_train(name, sizes):
+  """Titles compared after URL-decoding and case-folding, and paragraphs after collapsing whitespace, so that the
+  same text written two ways still counts as shared."""
+  from urllib.parse import unquote  # pylint: disable=g-import-not-at-top
+  splits = _task(name)
+  assert {split: len(qs) for split, qs in splits.items()} == sizes
+  title = lambda q: unquote(q.title).replace("_", " ").casefold()
+  text = lambda q: " ".join(q.context.split())
+  train_titles, train_texts = {title(q) for q in splits["train"]}, {text(q) for q in splits["train"]}
+  for split in ("validation", "test"):
+    assert not {title(q) for q in splits[split]} & train_titles, split
+    assert not {text(q) for q in splits[split]} & train_texts, split
+  if name == "squad_v1_official":  # the official dev file, whole, scored with its three answers a question
+    assert sum(len(q.answer_texts) for q in splits["test"]) == 34_726
+    assert not any(q.is_impossible for qs in splits.values() for q in qs)
+  else:
+    assert sum(q.is_impossible for q in splits["train"]) == 4_125
+
+
+def test_the_official_protocol_readers_share_task_budget_and_evaluation_and_differ_in_their_start():
+  import importlib  # pylint: disable=g-import-not-at-top
+  configs = {name: importlib.import_module(f"experiments.squad_v1_official.{name}").get_config()
+             for name in ("bilstm", "bert_scratch", "bert_from_minilm")}
+  for name, config in configs.items():
+    config_lib.validate(config)
+    assert (config.data.task, config.data.dir, config.train.time_limit_minutes) == (
+        "squad_v1_official", "../shared/data", 120.0), name
+    assert dict(config.data.splits) == {"test": "squad/dev-v1.1.json.gz"} and config.train.best_metric == "f1"
+  scratch, minilm = (configs[n].to_dict() for n in ("bert_scratch", "bert_from_minilm"))
+  assert scratch["data"] == minilm["data"] and scratch["model"] == minilm["model"] and scratch["eval"] == minilm["eval"]
+  assert scratch["data"]["doc_stride"] == 128 and scratch["train"]["schedule"] == "budget_linear"
+  differ = {k for k in set(scratch["train"]) | set(minilm["train"]) if scratch["train"].get(k) != minilm["train"].get(k)}
+  assert differ == {"init_encoder_from", "learning_rate"}
