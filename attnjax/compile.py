@@ -272,7 +272,8 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
   model = build_model(config.model.to_dict(), src_vocab_size=vocab, tgt_vocab_size=vocab)
   d_model = getattr(model, "d_model", None) or getattr(model, "hidden_dim", None)
   tx, schedule = make_optimizer(config.train, d_model)
-  abstract, sharding = state_shardings(model, tx, mesh, rules, jax.random.PRNGKey(0))
+  ema_decay = config.train.get("ema_decay")  # a moving average of the parameters: one more copy of them
+  abstract, sharding = state_shardings(model, tx, mesh, rules, jax.random.PRNGKey(0), ema_decay is not None)
   state = jax.tree_util.tree_map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, sharding)
   params = sum(math.prod(x.shape) for x in jax.tree_util.tree_leaves(abstract.params))
   dp = partitioning.data_parallel_size(mesh, rules)
@@ -288,7 +289,7 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
            for k, v in shapes.items()}
   train_step = steps.make_train_step(model, tx, schedule, state_sharding=sharding, mesh=mesh, rules=rules,
                                      grad_accum_steps=config.train.grad_accum_steps, batch_sharding=batch_sharding,
-                                     **loss)
+                                     ema_decay=ema_decay, **loss)
   with fused.compiling_for(platform), fused.record_fused_calls() as calls:
     lowered = train_step.lower(state, batch, *steps.step_arguments(schedule, 0.0))
   compiled = lowered.compile()

@@ -91,6 +91,9 @@ def base_config() -> ml_collections.ConfigDict:
       # kernels a step instead of one per leaf; needs replicated parameters (attnjax.training.optim.fused_update)
       fused_update=False,
       label_smoothing=0.1,
+      # an exponential moving average of the parameters, ema ← d · ema + (1 − d) · params after every update
+      # (BiDAF's 0.999), kept in the checkpoint and evaluated instead of the parameters; None = off
+      ema_decay=config_dict.placeholder(float),
       grad_accum_steps=1,
       log_every=100,
       # multi-host: processes agree on stopping (preemption, time limit) every this many steps and at log / eval /
@@ -277,6 +280,9 @@ def _check_train(t, d) -> None:
     _fail("train.best_mode", f"must be 'max' or 'min', got {t.best_mode!r}")
   if t.get("patience") is not None and (not isinstance(t.patience, int) or t.patience < 1):
     _fail("train.patience", f"must be a positive number of evaluations or None, got {t.patience!r}")
+  if t.get("ema_decay") is not None and not 0.0 < t.ema_decay < 1.0:
+    _fail("train.ema_decay", f"must be in (0, 1) (0.999: the average of about the last 1,000 updates) or None, got "
+          f"{t.ema_decay!r}")
 
 
 def _check_eval(config, family) -> None:

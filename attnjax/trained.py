@@ -36,7 +36,8 @@ class Loaded:
 
 def load_workdir(workdir: str, *, checkpoint: str = "best", average_last: int | None = None,
                  config=None) -> Loaded:
-  """workdir → config → vocabularies → model → parameters (only: an Orbax partial restore), replicated for decoding.
+  """workdir → config → vocabularies → model → parameters (only: an Orbax partial restore; the moving average of
+  the parameters where the run kept one), replicated for decoding.
 
   Args:
     workdir: a training workdir (local path or URL).
@@ -54,7 +55,9 @@ def load_workdir(workdir: str, *, checkpoint: str = "best", average_last: int | 
                               best_metric=config.train.best_metric, best_mode=config.train.best_mode, async_save=False)
   try:
     steps = choose_steps(checkpointer, checkpoint, average_last)
-    trees = [checkpointer.restore_params(target, step) for step in steps]
+    # a run that keeps a moving average of its parameters (train.ema_decay) is evaluated on it
+    key = "params" if config.train.get("ema_decay") is None else "ema_params"
+    trees = [checkpointer.restore_params(target, step, key=key) for step in steps]
   finally:
     checkpointer.close()
   params = trees[0] if len(trees) == 1 else average_params(trees)

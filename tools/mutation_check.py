@@ -82,6 +82,11 @@ class Mutant:
 
 
 MUTANTS = (
+    Mutant("ema-decay-weights", "attnjax/training/steps.py",
+           "(ema_decay * a + (1.0 - ema_decay) * p)",
+           "((1.0 - ema_decay) * a + ema_decay * p)",
+           ("tests/training/test_ema.py::test_the_average_is_the_papers_recursion_over_the_runs_parameters",),
+           "the parameters' moving average (BiDAF): ema <- d * ema + (1 - d) * params"),
     Mutant("memory-attention-sqrt-dk", "attnjax/kernels/dot_product.py",
            "preferred_element_type=acc) * jnp.asarray(1.0 / math.sqrt(h),",
            "preferred_element_type=acc) * jnp.asarray(1.0 / h,",

@@ -307,17 +307,18 @@ class Checkpointer:
                                                                   meta=ocp.args.JsonRestore()))
     return dict(restored["data"] or {}), dict(restored["meta"] or {})
 
-  def restore_params(self, abstract_params, step: int):
-    """Only the parameters of ``step`` (an Orbax partial restore of ``state.params``: the optimiser state is never
-    read), into ``abstract_params``' shapes, dtypes and shardings."""
+  def restore_params(self, abstract_params, step: int, key: str = "params"):
+    """Only the parameters of ``step`` (an Orbax partial restore of ``state.<key>``: the optimiser state is never
+    read), into ``abstract_params``' shapes, dtypes and shardings; ``key="ema_params"``: their moving average."""
     if step not in self.steps():
       raise FileNotFoundError(f"checkpoint step {step} is not in {self.directory} (steps: {self.steps()})")
-    item = {"params": abstract_params}
+    item = {key: abstract_params}
     restore_args = ocp.checkpoint_utils.construct_restore_args(item)
     restored = self.manager.restore(step, args=ocp.args.Composite(
         state=ocp.args.PyTreeRestore(item=item, restore_args=restore_args, partial_restore=True)))
-    logging.info("checkpoint: restored the parameters of step %d from %s", step, self.directory)
-    return restored["state"]["params"]
+    logging.info("checkpoint: restored the %s of step %d from %s",
+                 "parameters" if key == "params" else "parameters' moving average", step, self.directory)
+    return restored["state"][key]
 
   def close(self) -> None:
     self.manager.wait_until_finished()

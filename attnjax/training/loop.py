@@ -125,8 +125,9 @@ class Experiment:
     self.rules = config.mesh.rules
     d_model = getattr(self.model, "d_model", None) or getattr(self.model, "hidden_dim", None)
     self.tx, self.schedule = make_optimizer(config.train, d_model)
+    ema_decay = config.train.get("ema_decay")
     self.state, self.state_sharding, self.abstract = create_train_state(self.model, self.tx, self.mesh, self.rules,
-                                                                        config.seed)
+                                                                        config.seed, ema=ema_decay is not None)
     self.train_batches, self.eval_batches = self.family.batchers(self.task, config, config.eval.split,
                                                                  shards=self._shards())
     loss_fn = self.family.loss(config, self.task)
@@ -134,7 +135,8 @@ class Experiment:
     batch_sharding = None if ndims is None else steps.batch_shardings(ndims, self.mesh, self.rules)
     self.train_step = steps.make_train_step(
         self.model, self.tx, self.schedule, state_sharding=self.state_sharding, mesh=self.mesh, rules=self.rules,
-        grad_accum_steps=config.train.grad_accum_steps, batch_sharding=batch_sharding, loss_fn=loss_fn)
+        grad_accum_steps=config.train.grad_accum_steps, batch_sharding=batch_sharding, loss_fn=loss_fn,
+        ema_decay=ema_decay)
     self.eval_step = steps.make_eval_step(self.model, state_sharding=self.state_sharding, mesh=self.mesh,
                                           rules=self.rules, batch_sharding=batch_sharding, loss_fn=loss_fn)
     self.cache: dict = {}  # the family's objects kept between evaluations (a decoder, a span predictor)
@@ -153,11 +155,12 @@ class Experiment:
 
   @property
   def params(self):
-    return self.state.params
+    """What evaluation reads: the parameters, or their moving average where the run keeps one."""
+    return self.state.eval_params
 
   def loss_totals(self, batches) -> dict[str, float]:
     """The loss function's sums over host-local ``batches`` (all processes together)."""
-    return validation_loss(self.eval_step, self.state.params, batches, self.mesh, self.rules, return_totals=True)
+    return validation_loss(self.eval_step, self.params, batches, self.mesh, self.rules, return_totals=True)
 
   def restore(self, step: int | None = None) -> int:
     """Restores the newest readable (or the given) checkpoint into the configured shardings; returns its step (0

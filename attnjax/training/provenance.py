@@ -42,6 +42,7 @@ RUN_CHANGING = (
     "train.grad_clip_norm",
     "train.label_smoothing",
     "train.grad_accum_steps",
+    "train.ema_decay",
 )
 
 # Keys that leave the trained function and its data order alone: how long and how observably the run goes, where it

@@ -49,7 +49,7 @@ def _split_micro(batch, k):
 
 
 def make_train_step(model, tx, schedule, *, state_sharding, mesh, rules, label_smoothing=0.0, grad_accum_steps=1,
-                    loss_fn=None, batch_sharding=None):
+                    loss_fn=None, batch_sharding=None, ema_decay=None):
   """Returns ``step(state, batch) -> (state, metrics)``, jit-compiled and sharded; ``state`` is donated. With a
   schedule tied to the time budget (:class:`attnjax.training.optim.BudgetSchedule`) it is ``step(state, batch,
   progress)``: ``progress`` the share of the budget used, a float32 scalar, and the update is scaled by the
@@ -57,9 +57,12 @@ def make_train_step(model, tx, schedule, *, state_sharding, mesh, rules, label_s
 
   ``loss_fn``: see the module docstring (default: :func:`seq2seq_loss_stats` with ``label_smoothing``).
   ``batch_sharding``: a sharding for every batch array, or a dict of them by key (:func:`batch_shardings`);
-  default: every array is ``[batch, length]`` split along the batch.
+  default: every array is ``[batch, length]`` split along the batch. ``ema_decay``: the state's moving average of
+  the parameters (it must have one) moves after the update, ``ema ← d · ema + (1 − d) · params``.
   """
   loss_fn = _default_loss(loss_fn, label_smoothing)
+  if ema_decay is not None and state_sharding.ema_params is None:
+    raise ValueError("train.ema_decay: the train state has no moving average (create_train_state(..., ema=True))")
 
   budget = optim.needs_progress(schedule)
 
@@ -95,10 +98,14 @@ def make_train_step(model, tx, schedule, *, state_sharding, mesh, rules, label_s
     else:
       rate = schedule(state.step)
     params = optax.apply_updates(state.params, updates)
+    average = state.ema_params
+    if ema_decay is not None:
+      average = jax.tree_util.tree_map(lambda a, p: (ema_decay * a + (1.0 - ema_decay) * p).astype(a.dtype), average,
+                                       params)
     metrics = {"loss": stats["loss_sum"] / ntokens, "nll": stats["nll_sum"] / ntokens, "ntokens": stats["ntokens"],
                **({"accuracy": stats["correct_sum"] / ntokens} if "correct_sum" in stats else {}),
                "grad_norm": optax.tree.norm(grads), "learning_rate": rate}
-    return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
+    return state.replace(step=state.step + 1, params=params, opt_state=opt_state, ema_params=average), metrics
 
   # one sharding for the whole batch dict (a pytree prefix), or one per key
   data = partitioning.batch_sharding(mesh, rules) if batch_sharding is None else batch_sharding

@@ -131,17 +131,22 @@ def warm_start(exp, source: str, at_minutes: float | None, at_step: int | None =
   try:
     step, meta = choose_step(checkpointer, at_minutes, at_step)
     # the other run's whole train state (its optimiser is this run's: the same train section's optimiser keys)
+    source_ema = t.get("ema_decay") is not None
     abstract, sharding = state_shardings(source_model, exp.tx, exp.mesh, exp.rules,
-                                         jax.random.PRNGKey(source_config.seed))
+                                         jax.random.PRNGKey(source_config.seed), source_ema)
     restored, data_state, _, _ = checkpointer.restore(abstract_with_sharding(abstract, sharding), step)
   finally:
     checkpointer.close()
   params, new = merge_params(exp.state.params, restored.params)
   place = lambda tree, like: jax.tree_util.tree_map(lambda x, y: jax.device_put(x, y.sharding), tree, like)
+  average = exp.state.ema_params
+  if average is not None:  # the other run's moving average where it kept one, else its parameters
+    average = place(merge_params(average, restored.ema_params if source_ema else restored.params)[0], average)
   exp.state = exp.state.replace(
       step=jax.device_put(jnp.asarray(step, exp.state.step.dtype), exp.state.step.sharding),
       params=place(params, exp.state.params),
-      opt_state=place(merge_state_tree(exp.state.opt_state, restored.opt_state), exp.state.opt_state))
+      opt_state=place(merge_state_tree(exp.state.opt_state, restored.opt_state), exp.state.opt_state),
+      ema_params=average)
   exp.train_batches.restore(data_state)
   gap = (at_minutes - float(meta.get("train_seconds", 0.0)) / 60) if at_minutes is not None else 0.0
   if gap > 5:
@@ -207,5 +212,6 @@ def init_encoder(exp, source: str) -> None:
                                                     tree, like)
   params = dict(exp.state.params)
   params["bert"] = place(merged, exp.state.params["bert"])
-  exp.state = exp.state.replace(params=params)
+  average = None if exp.state.ema_params is None else jax.tree_util.tree_map(jnp.copy, params)  # starts here too
+  exp.state = exp.state.replace(params=params, ema_params=average)
   logging.info("encoder initialised from %s; trained from scratch here: %s", source, new or "nothing else of it")

@@ -1,0 +1,122 @@
+"""train.ema_decay: an exponential moving average of the parameters (BiDAF's 0.999), ema ← d · ema + (1 − d) · params
+after every update, against a NumPy transcription over the run's own parameters; kept in the checkpoint and resumed
+exactly after a crash; what evaluation reads."""
+
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from attnjax import config as config_lib
+from attnjax.config import load_config
+from attnjax.training.loop import Experiment, train_and_evaluate
+from tests.training.run_steps import tiny_config
+
+pytestmark = pytest.mark.xdist_group("tests/training/test_ema.py")
+
+DECAY = 0.8  # a short average: after 12 steps the initial weights still weigh 0.8^12 = 7%
+
+
+def _config(steps=12, ema_decay=DECAY):
+  config = tiny_config((1, 1, 1))
+  t = config.train
+  t.steps, t.log_every, t.eval_every, t.checkpoint_every = steps, 4, 1000, 4
+  t.best_metric, t.best_mode = "loss", "min"
+  with t.unlocked():
+    t.ema_decay = ema_decay
+  config.eval.num_decode_examples, config.eval.loss_batches, config.eval.batch_size = 8, 1, 8
+  return config
+
+
+def _state(workdir, step=None):
+  exp = Experiment(load_config(workdir), workdir)
+  restored = exp.restore(step)
+  state = jax.device_get(exp.state)
+  exp.checkpointer.close()
+  return restored, state
+
+
+def _leaves(tree):
+  return [np.asarray(x) for x in jax.tree_util.tree_leaves(tree)]
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+  """A 12-step run that keeps a checkpoint of every step: the parameters and their average after each, and before
+  the first (the initial weights, which the average starts from: the same seed builds the same state)."""
+  workdir = str(tmp_path_factory.mktemp("ema"))
+  config = _config()
+  config.train.checkpoint_every, config.train.keep_checkpoints = 1, 20
+  exp = Experiment(config, workdir)
+  initial = jax.device_get(exp.state)
+  exp.checkpointer.close()
+  train_and_evaluate(config, workdir)
+  exp = Experiment(load_config(workdir), workdir)
+  states = {0: initial}
+  for step in range(1, 13):
+    assert exp.restore(step) == step
+    states[step] = jax.device_get(exp.state)
+  exp.checkpointer.close()
+  return workdir, states
+
+
+def test_the_average_is_the_papers_recursion_over_the_runs_parameters(straight):
+  _, states = straight
+  assert all(np.array_equal(a, b) for a, b in zip(_leaves(states[0].ema_params), _leaves(states[0].params)))
+  # the recursion in float64 from the initial weights, over the parameters after each step
+  average = [x.astype(np.float64) for x in _leaves(states[0].params)]
+  unit = np.finfo(np.float32).eps / 2
+  bound = [np.zeros_like(a) for a in average]
+  for step in range(1, 13):
+    params = _leaves(states[step].params)
+    average = [DECAY * a + (1 - DECAY) * p for a, p in zip(average, params)]
+    # float32: the two products and the sum rounded, each within a unit of |ema| + |p|; the error so far damped by d
+    bound = [DECAY * e + 3 * unit * (np.abs(a) + np.abs(p)) for e, a, p in zip(bound, average, params)]
+    for ours, exact, e in zip(_leaves(states[step].ema_params), average, bound):
+      assert np.all(np.abs(ours - exact) <= e), (step, np.max(np.abs(ours - exact) / e))
+  # the average is not the parameters: it lags them
+  assert max(np.abs(a - p).max() for a, p in zip(_leaves(states[12].ema_params), _leaves(states[12].params))) > 1e-3
+
+
+def test_a_crash_resumes_the_average_exactly(straight, tmp_path):
+  class Crash(Exception):
+    pass
+
+  def crash(step):
+    if step == 6:
+      raise Crash()
+
+  workdir = str(tmp_path)
+  with pytest.raises(Crash):
+    train_and_evaluate(_config(), workdir, on_step=crash)
+  train_and_evaluate(_config(), workdir)  # from step 4's checkpoint
+  step, state = _state(workdir)
+  assert step == 12
+  for a, b in zip(_leaves((state.params, state.ema_params)), _leaves((straight[1][12].params,
+                                                                    straight[1][12].ema_params))):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_evaluation_reads_the_average(straight):
+  from attnjax import trained  # pylint: disable=g-import-not-at-top
+  workdir, states = straight
+  loaded = trained.load_workdir(workdir, checkpoint="12")
+  for a, b in zip(_leaves(jax.device_get(loaded.params)), _leaves(states[12].ema_params)):
+    np.testing.assert_array_equal(a, b)
+  # without the option the same checkpoint's parameters (a config without it reads them)
+  config = load_config(workdir)
+  config.train.ema_decay = None
+  plain = trained.load_workdir(workdir, checkpoint="12", config=config)
+  for a, b in zip(_leaves(jax.device_get(plain.params)), _leaves(states[12].params)):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_a_run_without_the_average_keeps_none_and_a_bad_decay_is_named(tmp_path):
+  config = _config(steps=1, ema_decay=None)
+  exp = Experiment(config, str(tmp_path / "plain"))
+  assert exp.state.ema_params is None and exp.params is exp.state.params
+  exp.checkpointer.close()
+  for bad in (0.0, 1.0, 1.5):
+    with pytest.raises(ValueError, match=r"config.train.ema_decay: must be in \(0, 1\)"):
+      config_lib.validate(_config(ema_decay=bad))
