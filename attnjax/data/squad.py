@@ -373,4 +373,45 @@ def load_qa_task(data_cfg, *, process_index: int | None = None, process_count: i
   source = get(data_cfg, "source", None)
   if source not in _QA_LOADERS:
     raise ValueError(f"config.data.source must be one of {sorted(_QA_LOADERS)} for a QA task, got {source!r}")
-  return _QA_LOADERS[source](data_cfg, process_index=process_index, process_count=process_count, only=splits)
+  share = float(get(data_cfg, "paragraph_negatives", 0.0) or 0.0)
+  if share and get(data_cfg, "squad_version", None) != "2.0":
+    raise ValueError(f"config.data.paragraph_negatives={share} makes unanswerable questions: it needs a SQuAD 2.0 "
+                     "task (config.data.squad_version='2.0')")
+  if not 0.0 <= share <= 1.0:
+    raise ValueError(f"config.data.paragraph_negatives must be a share in [0, 1], got {share}")
+  out = _QA_LOADERS[source](data_cfg, process_index=process_index, process_count=process_count, only=splits)
+  if share and "train" in out:
+    out["train"] = out["train"] + paragraph_negatives(out["train"], share, seed=get(data_cfg, "split_seed", 0))
+  return out
+
+
+def paragraph_negatives(questions: Sequence[SquadQuestion], share: float, seed: int = 0) -> list[SquadQuestion]:
+  """Unanswerable questions made from answerable ones: each answerable question, with probability ``share`` (drawn
+  with ``seed``), asked again of another paragraph of its article, one that contains none of its answers' texts, as
+  Clark & Gardner (2018) train a reader on the paragraphs of a document that lack the answer. The new question's id
+  is the original's with ``/neg`` appended; a question whose article has no such paragraph makes none. Where
+  unanswerable questions are scarce (SQuAD 1.1's train questions joined to a SQuAD 2.0 task), they give the null
+  score examples to learn from; they are easier than SQuAD 2.0's own (written to look answerable)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  by_article: dict[str, list[str]] = {}
+  for q in questions:
+    paragraphs = by_article.setdefault(_article(q), [])
+    if q.context not in paragraphs:
+      paragraphs.append(q.context)
+  rng = np.random.default_rng(seed)
+  made, without = [], 0
+  for q in questions:
+    if q.is_impossible or not q.answers or rng.random() >= share:
+      continue
+    others = [c for c in by_article[_article(q)] if c != q.context and not any(t in c for t in q.answer_texts)]
+    if not others:
+      without += 1
+      continue
+    context = others[int(rng.integers(len(others)))]
+    made.append(SquadQuestion(qid=f"{q.qid}/neg", question=q.question, context=context, answers=(),
+                              is_impossible=True, title=q.title))
+  logging.info("paragraph negatives: %d unanswerable questions made from %d answerable ones (share %.2f); %d drawn "
+               "had no other paragraph without their answer", len(made), sum(not q.is_impossible for q in questions),
+               share, without)
+  return made
+

@@ -134,7 +134,8 @@ class SpanQA(TaskFamily):
   model_names = ("span_qa",)
   data_keys = ("dir", "splits", "path", "heldout", "split_seed", "max_chars", "tfds_name", "tfds_data_dir",
                "tfds_download", "tfds_backend", "vocab_size", "spm_model_type", "max_question_len",
-               "max_context_len", "doc_stride", "vocab_file", "lowercase", "squad_version", "train_also")
+               "max_context_len", "doc_stride", "vocab_file", "lowercase", "squad_version", "train_also",
+               "paragraph_negatives")
   metrics = SPAN_METRICS
   batch_ndims = SPAN_BATCH_NDIMS
 

@@ -149,3 +149,57 @@ def test_the_official_protocol_readers_share_task_budget_and_evaluation_and_diff
   assert scratch["data"]["doc_stride"] == 128 and scratch["train"]["schedule"] == "budget_linear"
   differ = {k for k in set(scratch["train"]) | set(minilm["train"]) if scratch["train"].get(k) != minilm["train"].get(k)}
   assert differ == {"init_encoder_from", "learning_rate"}
+
+
+def test_paragraph_negatives_ask_a_question_of_another_paragraph_of_its_article_that_lacks_its_answer(tmp_path):
+  questions = squad.load_squad_json(write_squad(tmp_path / "t.json", synthetic_squad(
+      60, seed=3, unanswerable=0.2, paragraphs_per_article=3)))
+  made = squad.paragraph_negatives(questions, 0.5, seed=0)
+  by_id = {q.qid: q for q in questions}
+  answerable = [q for q in questions if not q.is_impossible]
+  # about half the answerable questions, each at most once, the impossible ones never
+  assert 0.3 * len(answerable) < len(made) < 0.7 * len(answerable)
+  assert len({q.qid for q in made}) == len(made) and all(q.qid.endswith("/neg") for q in made)
+  for negative in made:
+    source = by_id[negative.qid[:-len("/neg")]]
+    assert not source.is_impossible and negative.question == source.question and negative.title == source.title
+    assert negative.is_impossible and negative.answers == () and negative.context != source.context
+    assert negative.context in {q.context for q in questions if q.title == source.title}
+    assert not any(text in negative.context for text in source.answer_texts)
+  assert squad.paragraph_negatives(questions, 0.5, seed=0) == made  # the seed decides
+  assert not squad.paragraph_negatives(questions, 0.0) and len(squad.paragraph_negatives(questions, 1.0)) > len(made)
+
+
+def test_paragraph_negatives_join_train_only_and_only_for_a_2_0_task(tmp_path):
+  write_squad(tmp_path / "train.json", synthetic_squad(40, seed=0, unanswerable=0.2, paragraphs_per_article=2))
+  write_squad(tmp_path / "dev.json", synthetic_squad(10, seed=1, unanswerable=0.2))
+  data = _config(tmp_path, squad_version="2.0", paragraph_negatives=0.5, heldout={"validation": 0.25},
+                 splits={"test": "dev.json"})
+  with pytest.raises(ValueError, match="shares article"):  # the dev file's titles are the train file's
+    squad.load_qa_task(data)
+  dev = synthetic_squad(10, seed=1, unanswerable=0.2)
+  for article in dev["data"]:
+    article["title"] = "dev " + article["title"]
+  write_squad(tmp_path / "dev.json", dev)
+  plain = squad.load_qa_task(_config(tmp_path, squad_version="2.0", heldout={"validation": 0.25},
+                                     splits={"test": "dev.json"}))
+  more = squad.load_qa_task(data)
+  assert more["validation"] == plain["validation"] and more["test"] == plain["test"]
+  added = more["train"][len(plain["train"]):]
+  assert more["train"][:len(plain["train"])] == plain["train"] and added
+  assert added == squad.paragraph_negatives(plain["train"], 0.5, seed=0)
+  with pytest.raises(ValueError, match="paragraph_negatives=0.5 makes unanswerable questions: it needs a SQuAD 2.0"):
+    squad.load_qa_task(_config(tmp_path, paragraph_negatives=0.5))
+
+
+def test_the_2_0_reader_is_the_official_1_1_reader_on_the_2_0_task_with_a_null_span_and_negatives():
+  import importlib  # pylint: disable=g-import-not-at-top
+  v1 = importlib.import_module("experiments.squad_v1_official.bert_from_minilm").get_config()
+  v2 = importlib.import_module("experiments.squad_v2_with_v1_train.bert_from_minilm").get_config()
+  config_lib.validate(v2)
+  assert (v2.data.task, v2.data.squad_version, v2.data.paragraph_negatives) == ("squad_v2_with_v1_train", "2.0", 0.5)
+  assert v2.model.allow_no_answer and v2.train.best_metric == "best_f1_spans"
+  model = {k: v for k, v in v2.model.to_dict().items() if k != "allow_no_answer"}
+  assert model == {k: v for k, v in v1.model.to_dict().items() if k != "allow_no_answer"}
+  train = {k: v for k, v in v2.train.to_dict().items() if k != "best_metric"}
+  assert train == {k: v for k, v in v1.train.to_dict().items() if k != "best_metric"}
