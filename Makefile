@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 
-.PHONY: quickstart test test-slow docs minilm transfer squad2 squad2-ablations scaling bench aot mutants faults study meteor-replays summarization summarization-replays summarization-coverage transfer-budget clean
+.PHONY: quickstart test test-slow docs minilm transfer squad2 squad2-ablations squad-official scaling bench aot mutants faults study meteor-replays summarization summarization-replays summarization-coverage transfer-budget clean
 
 # the package alone (what the quickstart needs), then the test extra on top (pytest, the Cloud Storage emulator, and
 # libtpu for compiling TPU programs ahead of time on this CPU)
@@ -258,6 +258,20 @@ squad2-ablations: $(VENV)/.installed minilm
 	set -e; for variant in $(SQUAD2_ABLATIONS); do \
 	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(SQUAD2)_$$variant \
 	    --experiment=experiments/squad_v2_cpu/bert_from_minilm_$$variant.py --split=validation,test; done
+
+# SQuAD on the literature's protocol (needs ../shared/data: SQuAD 1.1 train, the official dev sets): the 1.1 readers
+# trained 120 minutes each on SQuAD 1.1 train less its validation articles and scored on every question of the
+# official dev set, then the MiniLM reader on SQuAD 2.0 with 1.1's train questions, each recorded. About 10 hours;
+# a re-run skips the readers done and resumes the others. Keep SQUAD_OFFICIAL outside the checkout for runs that
+# outlive a machine's working stretch (e.g. SQUAD_OFFICIAL=/root/attnjax-runs/squad_official).
+SQUAD_OFFICIAL ?= runs/squad_official
+SQUAD_OFFICIAL_READERS = squad_v1_official/bert_from_minilm squad_v1_official/bilstm squad_v1_official/bert_scratch \
+  squad_v2_with_v1_train/bert_from_minilm
+squad-official: $(VENV)/.installed minilm
+	set -e; for reader in $(SQUAD_OFFICIAL_READERS); do \
+	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(SQUAD_OFFICIAL) \
+	    --experiment=experiments/$$reader.py --split=validation,test; done
+	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(SQUAD_OFFICIAL) --dst=results/squad_official
 
 clean:
 	rm -rf $(VENV) build *.egg-info
