@@ -28,7 +28,7 @@ import numpy as np
 from absl import logging
 
 from attnjax import fs
-from attnjax.data.articles import article_splits
+from attnjax.data.articles import article_splits, split_articles
 from attnjax.data.rows import RowBatcher
 from attnjax.data.wordpiece import wordpiece_in_workdir
 
@@ -134,11 +134,32 @@ def MlmBatcher(ids, segments, positions, *, batch_size: int, vocab_size: int, ma
 # --------------------------------------------------------------------------------------------- the task
 
 
+def squad_train_articles(task: str, directory: str) -> list[dict]:
+  """The train split of the registered SQuAD task ``task`` (its files under ``directory``) as articles: per title,
+  its paragraphs in order, each once, joined by blank lines. Pre-training on the downstream task's own text (Krishna
+  et al. 2023) then never reads a paragraph of the task's validation or test splits."""
+  from attnjax.data import squad, tasks  # pylint: disable=g-import-not-at-top
+  if task not in tasks.TASKS or tasks.TASKS[task].kind != "extractive_qa":
+    squads = sorted(name for name, spec in tasks.TASKS.items() if spec.kind == "extractive_qa")
+    raise ValueError(f"config.data.squad_task={task!r}: not a registered SQuAD task ({squads})")
+  spec = tasks.TASKS[task]
+  data_cfg = {"source": spec.source, "dir": directory, **spec.fields}
+  if spec.splits:
+    data_cfg["splits"] = dict(spec.splits)
+  by_title: dict[str, list[str]] = {}
+  for q in squad.load_qa_task(data_cfg, splits=("train",))["train"]:
+    paragraphs = by_title.setdefault(q.title or q.context, [])
+    if q.context not in paragraphs:
+      paragraphs.append(q.context)
+  return [{"title": title, "text": "\n\n".join(paragraphs)} for title, paragraphs in by_title.items()]
+
+
 class MlmTaskData:
   """A masked-LM task (``config.data.source = "mlm_jsonl"``): the WordPiece vocabulary and each split's packed rows.
 
-  Config (``config.data``): ``path`` (the JSON-lines articles, inside ``dir`` if set), ``heldout`` (split -> share
-  of articles), ``split_seed``, ``vocab_file`` (a BERT ``vocab.txt``, copied into the workdir as ``wordpiece.vocab.txt`` on the first start),
+  Config (``config.data``): ``path`` (the JSON-lines articles, inside ``dir`` if set) or ``squad_task`` (a
+  registered SQuAD task whose train split's paragraphs are the articles, read from ``dir``:
+  :func:`squad_train_articles`), ``heldout`` (split -> share of articles), ``split_seed``, ``vocab_file`` (a BERT ``vocab.txt``, copied into the workdir as ``wordpiece.vocab.txt`` on the first start),
   ``lowercase`` (True), ``seq_len`` (128), ``max_predictions`` (BERT's for ``seq_len``), ``mask_rate`` (0.15) and
   ``max_articles`` (0: all; a quick run's cap). The tokenized, packed rows are cached in the workdir
   (``mlm.<split>.<fingerprint>.npz``): a restart or a second host reads them instead of tokenizing again.
@@ -157,7 +178,15 @@ class MlmTaskData:
     self.vocab = wordpiece_in_workdir(data_cfg, workdir)
     self.src_vocab = self.tgt_vocab = self.vocab
     self.metrics = ("mlm_accuracy",)
-    self.path = in_dir(get(data_cfg, "dir", ""), str(get(data_cfg, "path")))
+    self.squad_task = get(data_cfg, "squad_task", None)
+    self.directory = get(data_cfg, "dir", "") or ""
+    if (self.squad_task is None) == (get(data_cfg, "path", None) is None):
+      raise ValueError("config.data: set exactly one of path (JSON-lines articles) and squad_task (a SQuAD task's "
+                       "train paragraphs) for masked-LM pre-training")
+    if self.squad_task is not None:
+      self.path = f"squad_task:{self.squad_task}"  # what the rows' cache key names
+    else:
+      self.path = in_dir(self.directory, str(get(data_cfg, "path")))
     self.heldout = dict(get(data_cfg, "heldout", {"validation": 0.005, "test": 0.005}))
     self.split_seed = int(get(data_cfg, "split_seed", 0))
     self.max_articles = int(get(data_cfg, "max_articles", 0) or 0)
@@ -178,7 +207,11 @@ class MlmTaskData:
     if fs.exists(cache):
       arrays = fs.load_npz(cache)
     else:
-      if self._texts is None:
+      if self._texts is None and self.squad_task is not None:
+        articles = squad_train_articles(self.squad_task, self.directory)
+        self._texts = split_articles(articles[:self.max_articles] if self.max_articles else articles, self.heldout,
+                                     self.split_seed)
+      elif self._texts is None:
         self._texts = article_splits(self.path, self.heldout, self.split_seed, self.max_articles)
       if split not in self._texts:
         raise ValueError(f"split {split!r}: the MLM data has {sorted(self._texts)} (data.heldout names the held-out "

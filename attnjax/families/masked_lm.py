@@ -30,7 +30,7 @@ class MaskedLM(RowFamily):
   title = "masked-LM"
   sources = ("mlm_jsonl",)
   model_names = ("bert_mlm",)
-  data_keys = ROW_KEYS + ("vocab_file", "lowercase", "max_predictions", "mask_rate")
+  data_keys = ROW_KEYS + ("vocab_file", "lowercase", "max_predictions", "mask_rate", "squad_task")
   metrics = MLM_METRICS
   loss_key = "mlm_loss"
 

@@ -81,6 +81,7 @@ TASK_KINDS = {
     "cnn_dailymail": "summarization", "cnn_dailymail_subset": "summarization", "xsum": "summarization",
     "squad_v1": "extractive_qa", "squad_v1_dev_by_article": "extractive_qa", "squad_v2": "extractive_qa",
     "squad_v2_dev_by_article": "extractive_qa", "wikipedia_mlm": "mlm", "wikipedia_lm": "lm",
+    "squad_v1_official": "extractive_qa", "squad_v2_with_v1_train": "extractive_qa", "squad_v1_official_text": "mlm",
 }
 LABEL_ORDER = ("Lead-3", "Always no answer", "LSTM seq2seq", "LSTM + Bahdanau", "LSTM + Bahdanau + pointer-generator",
                "LSTM + Bahdanau + pointer-generator + coverage", "LSTM + Luong (dot)", "LSTM + Luong (general)",

@@ -3,9 +3,9 @@ of its own (the official protocol), and SQuAD 2.0 with SQuAD 1.1's train questio
 is ever in train."""
 
 import copy
-import os
 import pathlib
 
+import numpy as np
 import pytest
 
 from attnjax import config as config_lib
@@ -203,3 +203,69 @@ def test_the_2_0_reader_is_the_official_1_1_reader_on_the_2_0_task_with_a_null_s
   assert model == {k: v for k, v in v1.model.to_dict().items() if k != "allow_no_answer"}
   train = {k: v for k, v in v2.train.to_dict().items() if k != "best_metric"}
   assert train == {k: v for k, v in v1.train.to_dict().items() if k != "best_metric"}
+
+
+def test_the_task_text_corpus_is_the_train_splits_paragraphs_each_once_by_article(tmp_path):
+  from attnjax.data import mlm  # pylint: disable=g-import-not-at-top
+  train, dev = _files(tmp_path)
+  for article in train["data"][:10]:  # a second paragraph, and a paragraph repeated: read once
+    first = article["paragraphs"][0]
+    for suffix, context in (("b", first["context"] + " x ."), ("c", first["context"])):
+      qas = [dict(qa, id=qa["id"] + suffix) for qa in first["qas"]]
+      article["paragraphs"].append({"context": context, "qas": qas})
+  write_squad(tmp_path / "train.json", train)
+  data = _config(tmp_path)
+  splits = squad.load_qa_task(data)
+  from attnjax.data import tasks  # pylint: disable=g-import-not-at-top
+  spec = tasks.TaskSpec("extractive_qa", "squad_json", {"path": "train.json", "heldout": {"validation": 0.2}},
+                        {"test": "dev.json"}, ("exact_match", "f1"), ("exact_match", "f1"))
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setitem(tasks.TASKS, "tiny_squad", spec)
+    articles = mlm.squad_train_articles("tiny_squad", str(tmp_path))
+  expected = {}
+  for q in splits["train"]:
+    paragraphs = expected.setdefault(q.title, [])
+    if q.context not in paragraphs:
+      paragraphs.append(q.context)
+  assert {a["title"]: a["text"] for a in articles} == {t: "\n\n".join(p) for t, p in expected.items()}
+  evaluated = {q.context for name in ("validation", "test") for q in splits[name]}
+  assert not any(c in a["text"] for a in articles for c in evaluated)
+  assert any(a["text"].count("\n\n") == 1 for a in articles)  # two distinct paragraphs, the repeat read once
+  with pytest.raises(ValueError, match="squad_task='wikipedia_mlm': not a registered SQuAD task"):
+    mlm.squad_train_articles("wikipedia_mlm", str(tmp_path))
+
+
+def test_the_task_text_pre_training_is_the_budget_recipe_on_the_official_tasks_train_paragraphs():
+  import importlib  # pylint: disable=g-import-not-at-top
+  text = importlib.import_module("experiments.squad_v1_official.bert_mlm_task_text").get_config()
+  wiki = importlib.import_module("experiments.wikipedia.bert_mlm_budget").get_config()
+  config_lib.validate(text)
+  assert (text.data.squad_task, text.data.dir, text.train.time_limit_minutes) == ("squad_v1_official",
+                                                                                  "../shared/data", 120.0)
+  assert text.model.to_dict() == wiki.model.to_dict()
+  assert {k: v for k, v in text.train.to_dict().items() if k != "time_limit_minutes"} == {
+      k: v for k, v in wiki.train.to_dict().items() if k != "time_limit_minutes"}
+
+
+def test_a_masked_lm_task_reads_the_squad_tasks_train_paragraphs_into_rows(tmp_path):
+  from attnjax.data import mlm, tasks  # pylint: disable=g-import-not-at-top
+  from tests import mlm_fixture  # pylint: disable=g-import-not-at-top
+  _files(tmp_path)
+  data = mlm_fixture.tiny_mlm_config(tmp_path / "corpus").data
+  spec = tasks.TaskSpec("extractive_qa", "squad_json", {"path": "train.json", "heldout": {"validation": 0.2}},
+                        {"test": "dev.json"}, ("exact_match", "f1"), ("exact_match", "f1"))
+  with data.unlocked():
+    data.squad_task = "tiny_squad"
+    data.dir = str(tmp_path)
+  with pytest.raises(ValueError, match="set exactly one of path .* and squad_task"):
+    mlm.MlmTaskData(data, str(tmp_path / "run"))
+  with data.unlocked():
+    del data["path"]
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setitem(tasks.TASKS, "tiny_squad", spec)
+    task = mlm.MlmTaskData(data, str(tmp_path / "run"))
+    ids = np.concatenate([task.rows(split)[0].ravel() for split in ("train", "validation", "test")])
+    articles = mlm.squad_train_articles("tiny_squad", str(tmp_path))
+  # every token of the task's train paragraphs in the rows, in some split, besides [CLS], [SEP] and padding
+  words = sum(len(task.vocab.encode(a["text"])) for a in articles)
+  assert np.sum(~np.isin(ids, task.special_ids)) == words
