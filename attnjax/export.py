@@ -8,7 +8,8 @@ What it writes, by the run's model:
 * ``transformer`` (encoder-decoder): ``MarianMTModel`` when post-norm, ``PegasusForConditionalGeneration`` when
   pre-norm (:mod:`attnjax.transfer.seq2seq`), for ``AutoModelForSeq2SeqLM``;
 * ``decoder_lm``: ``GPT2LMHeadModel`` (:mod:`attnjax.transfer.lm`), for ``AutoModelForCausalLM``;
-* ``span_qa`` / ``bert_mlm`` with a BERT encoder: the encoder as ``BertModel`` (:mod:`attnjax.transfer.bert`).
+* ``span_qa`` / ``bert_mlm`` with a BERT encoder: the encoder as ``BertModel`` (:mod:`attnjax.transfer.bert`), a
+  pre-norm one as ``RobertaPreLayerNormModel``.
 
 Beside ``config.json`` and ``model.safetensors``: ``generation_config.json`` (the run's beam size; PAD, BOS and the
 padding ids past the vocabulary never generated) and the run's vocabulary as ``tokenizer.json`` +
@@ -53,17 +54,12 @@ def _check_lm(model):
   lm.check_exportable(model)
 
 
-def _check_bert(model):
-  if getattr(model, "pre_norm", False):
-    raise ValueError("model.pre_norm=True: Hugging Face's BertModel is post-norm, so a pre-norm BERT encoder has no "
-                     "exact export")
-
-
-_CHECKS = {"transformer": _check_transformer, "decoder_lm": _check_lm, "bert_mlm": _check_bert, "span_qa": _check_bert}
+_CHECKS = {"transformer": _check_transformer, "decoder_lm": _check_lm}
 
 
 def export_workdir(workdir: str, out: str, *, checkpoint: str = "best") -> dict:
   """Exports ``workdir``'s ``checkpoint`` into ``out``; returns a summary (architecture, step, files, warnings)."""
+  import json  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from attnjax.trained import load_workdir  # pylint: disable=g-import-not-at-top
@@ -100,12 +96,13 @@ def export_workdir(workdir: str, out: str, *, checkpoint: str = "best") -> dict:
     from attnjax.models.bert import BertEncoder  # pylint: disable=g-import-not-at-top
     encoder = BertEncoder(model.vocab_size, model.d_model, model.num_layers, model.num_heads, model.d_ff,
                           model.max_length, getattr(model, "type_vocab_size", 2), model.layer_norm_epsilon,
-                          getattr(model, "activation", "gelu"), use_pooler="pooler" in params["bert"])
+                          getattr(model, "activation", "gelu"), use_pooler="pooler" in params["bert"],
+                          pre_norm=bool(getattr(model, "pre_norm", False)))
     export_bert(encoder, params["bert"], out)
     vocab = fs.join(workdir, WORDPIECE_FILE)
     if fs.exists(vocab):
       fs.write_bytes(fs.join(out, "vocab.txt"), fs.read_bytes(vocab))
-    config = {"architectures": ["BertModel"]}
+    config = json.loads(fs.read_text(fs.join(out, "config.json")))
   else:
     raise ValueError(f"{workdir}: model {name!r} has no Hugging Face export (transformer, decoder_lm, and the BERT "
                      "encoder of span_qa / bert_mlm do)")

@@ -191,10 +191,13 @@ def encoder_params(source: str) -> dict:
 
 def encoder_is_pre_norm(source: str) -> bool:
   """Whether a pre-trained encoder's layers are pre-norm: an attnjax workdir's ``model.pre_norm``; a Hugging Face
-  BERT is post-norm."""
+  checkpoint's ``model_type`` (``roberta-prelayernorm``, the export of a pre-norm encoder; BERT is post-norm)."""
   if fs.exists(fs.join(source, "checkpoints")) and fs.exists(fs.join(source, "config.json")):
     from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
     return bool(config_lib.load_config(source).model.get("pre_norm", False))
+  if fs.exists(fs.join(source, "config.json")):
+    from attnjax.transfer import bert  # pylint: disable=g-import-not-at-top
+    return bert.read_config(source).get("model_type") == bert.PRE_NORM
   return False
 
 

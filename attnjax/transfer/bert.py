@@ -13,6 +13,14 @@ projections are split into heads (``[D, N, H]`` for query / key / value, ``[N, H
 ``MultiHeadDotProductAttention`` lays them out. Export writes ``BertModel``'s names (no ``bert.`` prefix) and its
 ``embeddings.position_ids`` buffer, so that a ``BertModel`` checkpoint comes back tensor for tensor, bit for bit.
 Heads of other classes (``cls.*`` of ``BertForMaskedLM``, ``qa_outputs.*``) are left out on import, with a log line.
+
+A pre-norm encoder (``BertEncoder(pre_norm=True)``: each sublayer normalises its input, a LayerNorm after the last
+layer) is written as ``RobertaPreLayerNormModel`` (``model_type`` ``roberta-prelayernorm``, fairseq's
+``--encoder-normalize-before``), the one architecture of the library with the same computation: the embeddings'
+LayerNorm, a LayerNorm before the attention (``attention.LayerNorm``) and before the feed-forward block
+(``intermediate.LayerNorm``) of every layer, and one after the last (``LayerNorm``). Its positions count from
+``pad_token_id + 1`` (RoBERTa's rule: padding keeps position ``pad_token_id``), so the position table is written
+with that many rows first, zero, and read back without them; the [PAD] id is the WordPiece vocabulary's, 0.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ from absl import logging
 from attnjax import fs
 
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
+BERT, PRE_NORM = "bert", "roberta-prelayernorm"  # the model_type of a post-norm and of a pre-norm encoder
+PAD_ID = 0  # BERT's WordPiece [PAD]
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
 # config.json's hidden_act -> attnjax.models.transformer.ACTIVATIONS
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
@@ -50,9 +60,11 @@ def read_config(model_dir) -> dict:
   except ValueError as e:
     raise CheckpointError(f"{path}: not JSON ({e})") from None
   model_type = config.get("model_type")
-  if model_type != "bert":
-    raise CheckpointError(f"{path}: model_type {model_type!r} is not a BERT encoder (model_type 'bert'; "
-                          f"architectures {config.get('architectures')})")
+  if model_type not in (BERT, PRE_NORM):
+    raise CheckpointError(f"{path}: model_type {model_type!r} is not a BERT encoder (model_type {BERT!r}, or "
+                          f"{PRE_NORM!r} for a pre-norm one; architectures {config.get('architectures')})")
+  if model_type == PRE_NORM and not isinstance(config.get("pad_token_id"), int):
+    raise CheckpointError(f"{path}: pad_token_id must be an integer for {PRE_NORM!r} (its positions count from it)")
   positions = config.get("position_embedding_type", "absolute")
   if positions != "absolute":
     raise CheckpointError(f"{path}: position_embedding_type {positions!r}: only BERT's learned absolute positions "
@@ -68,12 +80,20 @@ def read_config(model_dir) -> dict:
   return config
 
 
+def position_offset(config: dict) -> int:
+  """The position id of a sequence's first token: 0 for BERT, ``pad_token_id + 1`` for RoBERTa's rule."""
+  return config["pad_token_id"] + 1 if config.get("model_type") == PRE_NORM else 0
+
+
 def module_from_config(config: dict, **overrides):
-  """The :class:`BertEncoder` that ``config`` (a Hugging Face ``BertConfig`` dict) describes."""
+  """The :class:`BertEncoder` that ``config`` (a Hugging Face ``BertConfig`` or ``RobertaPreLayerNormConfig`` dict)
+  describes."""
   from attnjax.models.bert import BertEncoder  # pylint: disable=g-import-not-at-top
+  max_length = config.get("max_position_embeddings", 512) - position_offset(config)
   fields = dict(vocab_size=config["vocab_size"], d_model=config["hidden_size"], num_layers=config["num_hidden_layers"],
                 num_heads=config["num_attention_heads"], d_ff=config["intermediate_size"],
-                max_length=config.get("max_position_embeddings", 512), type_vocab_size=config.get("type_vocab_size", 2),
+                max_length=max_length, type_vocab_size=config.get("type_vocab_size", 2),
+                pre_norm=config.get("model_type") == PRE_NORM,
                 layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
                 activation=_ACTIVATIONS[config.get("hidden_act", "gelu")],
                 dropout_rate=config.get("hidden_dropout_prob", 0.1),
@@ -84,12 +104,19 @@ def module_from_config(config: dict, **overrides):
 
 
 def config_from_module(module, base: dict | None = None) -> dict:
-  """A Hugging Face ``BertConfig`` dict for ``module`` (``base``'s other keys kept)."""
+  """A Hugging Face ``BertConfig`` dict for ``module`` (``base``'s other keys kept); ``RobertaPreLayerNormConfig``'s
+  for a pre-norm encoder."""
   config = dict(base or {})
   inverse = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
-  config.update(model_type="bert", architectures=["BertModel"], vocab_size=module.vocab_size,
+  pre_norm = bool(getattr(module, "pre_norm", False))
+  if pre_norm:
+    config.update(model_type=PRE_NORM, architectures=["RobertaPreLayerNormModel"],
+                  pad_token_id=config.get("pad_token_id", PAD_ID))
+  else:
+    config.update(model_type=BERT, architectures=["BertModel"])
+  config.update(vocab_size=module.vocab_size,
                 hidden_size=module.d_model, num_hidden_layers=module.num_layers, num_attention_heads=module.num_heads,
-                intermediate_size=module.d_ff, max_position_embeddings=module.max_length,
+                intermediate_size=module.d_ff, max_position_embeddings=module.max_length + position_offset(config),
                 type_vocab_size=module.type_vocab_size, layer_norm_eps=module.layer_norm_epsilon,
                 hidden_act=inverse[module.activation], hidden_dropout_prob=module.dropout_rate,
                 attention_probs_dropout_prob=module.attention_dropout_rate,
@@ -106,10 +133,12 @@ def _layout(config: dict) -> dict[str, tuple[tuple[str, ...], tuple[int, ...], s
   projection from heads)."""
   d, f = config["hidden_size"], config["intermediate_size"]
   n = config["num_attention_heads"]
+  pre_norm = config.get("model_type") == PRE_NORM
   layout = {
       "embeddings.word_embeddings.weight": (("word_embeddings", "embedding"), (config["vocab_size"], d), "same"),
       "embeddings.position_embeddings.weight": (("position_embeddings", "embedding"),
-                                                (config.get("max_position_embeddings", 512), d), "same"),
+                                                (config.get("max_position_embeddings", 512), d),
+                                                f"positions{position_offset(config)}"),
       "embeddings.token_type_embeddings.weight": (("token_type_embeddings", "embedding"),
                                                   (config.get("type_vocab_size", 2), d), "same"),
       "embeddings.LayerNorm.weight": (("embed_norm", "scale"), (d,), "same"),
@@ -122,14 +151,20 @@ def _layout(config: dict) -> dict[str, tuple[tuple[str, ...], tuple[int, ...], s
       layout[f"{hf}attention.self.{name}.bias"] = ((ours, "self_attention", name, "bias"), (d,), "heads_bias")
     layout[f"{hf}attention.output.dense.weight"] = ((ours, "self_attention", "out", "kernel"), (d, d), "heads_out")
     layout[f"{hf}attention.output.dense.bias"] = ((ours, "self_attention", "out", "bias"), (d,), "same")
-    layout[f"{hf}attention.output.LayerNorm.weight"] = ((ours, "attention_block", "LayerNorm_0", "scale"), (d,), "same")
-    layout[f"{hf}attention.output.LayerNorm.bias"] = ((ours, "attention_block", "LayerNorm_0", "bias"), (d,), "same")
+    # each sublayer's LayerNorm: after the residual sum (BERT), or before the sublayer (pre-norm)
+    attention_norm = f"{hf}attention.LayerNorm" if pre_norm else f"{hf}attention.output.LayerNorm"
+    ffn_norm = f"{hf}intermediate.LayerNorm" if pre_norm else f"{hf}output.LayerNorm"
+    layout[f"{attention_norm}.weight"] = ((ours, "attention_block", "LayerNorm_0", "scale"), (d,), "same")
+    layout[f"{attention_norm}.bias"] = ((ours, "attention_block", "LayerNorm_0", "bias"), (d,), "same")
     layout[f"{hf}intermediate.dense.weight"] = ((ours, "ffn", "Dense_0", "kernel"), (f, d), "linear")
     layout[f"{hf}intermediate.dense.bias"] = ((ours, "ffn", "Dense_0", "bias"), (f,), "same")
     layout[f"{hf}output.dense.weight"] = ((ours, "ffn", "Dense_1", "kernel"), (d, f), "linear")
     layout[f"{hf}output.dense.bias"] = ((ours, "ffn", "Dense_1", "bias"), (d,), "same")
-    layout[f"{hf}output.LayerNorm.weight"] = ((ours, "ffn_block", "LayerNorm_0", "scale"), (d,), "same")
-    layout[f"{hf}output.LayerNorm.bias"] = ((ours, "ffn_block", "LayerNorm_0", "bias"), (d,), "same")
+    layout[f"{ffn_norm}.weight"] = ((ours, "ffn_block", "LayerNorm_0", "scale"), (d,), "same")
+    layout[f"{ffn_norm}.bias"] = ((ours, "ffn_block", "LayerNorm_0", "bias"), (d,), "same")
+  if pre_norm:
+    layout["LayerNorm.weight"] = (("final_norm", "scale"), (d,), "same")
+    layout["LayerNorm.bias"] = (("final_norm", "bias"), (d,), "same")
   layout["pooler.dense.weight"] = (("pooler", "kernel"), (d, d), "linear")
   layout["pooler.dense.bias"] = (("pooler", "bias"), (d,), "same")
   return layout
@@ -138,6 +173,8 @@ def _layout(config: dict) -> dict[str, tuple[tuple[str, ...], tuple[int, ...], s
 def _to_ours(value: np.ndarray, how: str, n: int) -> np.ndarray:
   if how == "same":
     return value
+  if how.startswith("positions"):  # RoBERTa's first rows (padding's, and below) are no position of ours
+    return value[int(how[len("positions"):]):]
   if how == "linear":
     return value.T
   if how == "heads_in":  # [D_out = N*H, D_in] -> [D_in, N, H]
@@ -152,6 +189,9 @@ def _to_ours(value: np.ndarray, how: str, n: int) -> np.ndarray:
 def _to_theirs(value: np.ndarray, how: str) -> np.ndarray:
   if how == "same":
     return value
+  if how.startswith("positions"):
+    offset = int(how[len("positions"):])
+    return np.concatenate([np.zeros((offset,) + value.shape[1:], value.dtype), value])
   if how == "linear":
     return value.T
   if how == "heads_in":  # [D_in, N, H] -> [N*H, D_in]
@@ -166,7 +206,8 @@ def _to_theirs(value: np.ndarray, how: str) -> np.ndarray:
 def params_from_tensors(tensors: dict[str, np.ndarray], config: dict, path: str = WEIGHTS_FILE) -> dict:
   """The :class:`BertEncoder` parameter tree from Hugging Face tensors (``bert.`` prefix or none). Every tensor the
   encoder needs must be there with the shape ``config`` implies; errors name ``path`` and the tensor."""
-  prefix = "bert." if "bert.embeddings.word_embeddings.weight" in tensors else ""
+  prefix = next((p for p in ("bert.", "roberta_prelayernorm.") if f"{p}embeddings.word_embeddings.weight" in tensors),
+                "")
   layout = _layout(config)
   params: dict[str, Any] = {}
   used = set()
@@ -193,7 +234,8 @@ def params_from_tensors(tensors: dict[str, np.ndarray], config: dict, path: str 
 
 def tensors_from_params(params: dict, config: dict) -> dict[str, np.ndarray]:
   """Hugging Face ``BertModel`` tensors from a :class:`BertEncoder` parameter tree (the inverse of
-  :func:`params_from_tensors`), with the ``embeddings.position_ids`` buffer."""
+  :func:`params_from_tensors`), with the ``embeddings.position_ids`` buffer; ``RobertaPreLayerNormModel``'s for a
+  pre-norm ``config``."""
   tensors = {}
   for name, (target, _, how) in _layout(config).items():
     node = params
@@ -205,8 +247,8 @@ def tensors_from_params(params: dict, config: dict) -> dict[str, np.ndarray]:
         continue
       raise
     tensors[name] = np.ascontiguousarray(_to_theirs(np.asarray(node, np.float32), how))
-  tensors["embeddings.position_ids"] = np.arange(config.get("max_position_embeddings", 512),
-                                                 dtype=np.int64)[None]
+  if config.get("model_type") != PRE_NORM:  # BertModel's buffer (RobertaPreLayerNormModel's is not saved)
+    tensors["embeddings.position_ids"] = np.arange(config.get("max_position_embeddings", 512), dtype=np.int64)[None]
   return tensors
 
 
@@ -262,14 +304,13 @@ def import_bert(model_dir, **overrides):
 
 
 def export_bert(module, params, out_dir, *, tokenizer_from=None, base_config: dict | None = None) -> None:
-  """Writes ``config.json`` and ``model.safetensors`` (``BertModel``'s names) for ``module`` / ``params`` into
-  ``out_dir``, and copies the tokenizer files of ``tokenizer_from`` (a checkpoint directory) beside them."""
+  """Writes ``config.json`` and ``model.safetensors`` (``BertModel``'s names; ``RobertaPreLayerNormModel``'s for a
+  pre-norm encoder) for ``module`` / ``params`` into ``out_dir``, and copies the tokenizer files of
+  ``tokenizer_from`` (a checkpoint directory) beside them."""
   from safetensors.numpy import save  # pylint: disable=g-import-not-at-top
   import flax.linen as nn  # pylint: disable=g-import-not-at-top
   params = nn.meta.unbox(params)
   config = config_from_module(module, base_config)
-  if not module.use_pooler:
-    config["architectures"] = ["BertModel"]
   fs.makedirs(out_dir)
   fs.write_text(fs.join(out_dir, CONFIG_FILE), json.dumps(config, indent=2, sort_keys=True) + "\n")
   fs.write_bytes(fs.join(out_dir, WEIGHTS_FILE), save(tensors_from_params(params, config), metadata={"format": "pt"}))
