@@ -1,7 +1,7 @@
 """Export a trained workdir as a Hugging Face checkpoint directory that ``transformers`` loads and runs as attnjax
 does.
 
-    python -m attnjax.export --workdir=RUN --out=DIR [--checkpoint=best|latest|STEP]
+    python -m attnjax.export --workdir=RUN --out=DIR [--checkpoint=best|latest|STEP] [--dtype=float32|bfloat16]
 
 What it writes, by the run's model:
 
@@ -34,14 +34,16 @@ from attnjax import fs
 
 # Flags are defined only when this module runs as the command, so that importing export_workdir (tools, tests) never
 # collides with another command's flags of the same name.
-_WORKDIR = _OUT = _CHECKPOINT = None
+_WORKDIR = _OUT = _CHECKPOINT = _DTYPE = None
 
 
 def define_flags() -> None:
-  global _WORKDIR, _OUT, _CHECKPOINT
+  global _WORKDIR, _OUT, _CHECKPOINT, _DTYPE
   _WORKDIR = flags.DEFINE_string("workdir", None, "the training workdir to export", required=True)
   _OUT = flags.DEFINE_string("out", None, "the Hugging Face checkpoint directory to write", required=True)
   _CHECKPOINT = flags.DEFINE_string("checkpoint", "best", "'best', 'latest' or a step number")
+  _DTYPE = flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16"],
+                             "the weights' dtype in the files (bfloat16: half the bytes; BERT encoders)")
 
 
 def _check_transformer(model):
@@ -57,8 +59,9 @@ def _check_lm(model):
 _CHECKS = {"transformer": _check_transformer, "decoder_lm": _check_lm}
 
 
-def export_workdir(workdir: str, out: str, *, checkpoint: str = "best") -> dict:
-  """Exports ``workdir``'s ``checkpoint`` into ``out``; returns a summary (architecture, step, files, warnings)."""
+def export_workdir(workdir: str, out: str, *, checkpoint: str = "best", dtype: str = "float32") -> dict:
+  """Exports ``workdir``'s ``checkpoint`` into ``out``; returns a summary (architecture, step, files, warnings).
+  ``dtype="bfloat16"`` (a BERT encoder's export only) writes the weights rounded to bfloat16."""
   import json  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
@@ -68,6 +71,9 @@ def export_workdir(workdir: str, out: str, *, checkpoint: str = "best") -> dict:
   from attnjax import config as config_lib, families  # pylint: disable=g-import-not-at-top
   from attnjax.inference import build_model_for  # pylint: disable=g-import-not-at-top
   config = config_lib.load_config(workdir)
+  if dtype != "float32" and config.model.name not in ("span_qa", "bert_mlm"):
+    raise ValueError(f"--dtype={dtype}: only a BERT encoder's export (span_qa, bert_mlm) is written in another dtype "
+                     f"than float32, not model {config.model.name!r}")
   if config.model.name in _CHECKS:  # refused before any parameter is read
     _CHECKS[config.model.name](build_model_for(config, families.load_vocabularies(config.data, workdir)))
   loaded = load_workdir(workdir, checkpoint=checkpoint, config=config)
@@ -98,7 +104,7 @@ def export_workdir(workdir: str, out: str, *, checkpoint: str = "best") -> dict:
                           model.max_length, getattr(model, "type_vocab_size", 2), model.layer_norm_epsilon,
                           getattr(model, "activation", "gelu"), use_pooler="pooler" in params["bert"],
                           pre_norm=bool(getattr(model, "pre_norm", False)))
-    export_bert(encoder, params["bert"], out)
+    export_bert(encoder, params["bert"], out, dtype=dtype)
     vocab = fs.join(workdir, WORDPIECE_FILE)
     if fs.exists(vocab):
       fs.write_bytes(fs.join(out, "vocab.txt"), fs.read_bytes(vocab))
@@ -117,7 +123,7 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   import json  # pylint: disable=g-import-not-at-top
   try:
-    summary = export_workdir(_WORKDIR.value, _OUT.value, checkpoint=_CHECKPOINT.value)
+    summary = export_workdir(_WORKDIR.value, _OUT.value, checkpoint=_CHECKPOINT.value, dtype=_DTYPE.value)
   except ValueError as e:
     raise SystemExit(f"error: {e}") from None
   print(json.dumps(summary, indent=2))

@@ -9,8 +9,8 @@ a vocabulary of 100, LayerNorm epsilon 1e-3, the same WordPiece ``vocab.txt``), 
 the library initialises it) and 32 positions follow. ``reference.npz`` holds the same batch of sentence pairs
 (``input_ids``, ``attention_mask``, ``token_type_ids``; padded on the right) and the library's
 ``hidden_states`` (the embeddings' output and every layer's; transformers 5 records the last layer's after the final
-LayerNorm, as ``last_hidden_state``) and ``last_hidden_state``, once in float32 and once from ``model.double()`` (``*64``): how far float32 is from the exact values on
-the machine that wrote them.
+LayerNorm, as ``last_hidden_state``) and ``last_hidden_state``, once in float32 and once from ``model.double()``
+(``*64``): how far float32 is from the exact values on the machine that wrote them.
 
     python3 -m venv /tmp/hfvenv && /tmp/hfvenv/bin/pip install torch transformers safetensors numpy
     /tmp/hfvenv/bin/python tools/bert_prenorm_reference.py     # [--out DIR]

@@ -159,7 +159,8 @@ class MlmTaskData:
 
   Config (``config.data``): ``path`` (the JSON-lines articles, inside ``dir`` if set) or ``squad_task`` (a
   registered SQuAD task whose train split's paragraphs are the articles, read from ``dir``:
-  :func:`squad_train_articles`), ``heldout`` (split -> share of articles), ``split_seed``, ``vocab_file`` (a BERT ``vocab.txt``, copied into the workdir as ``wordpiece.vocab.txt`` on the first start),
+  :func:`squad_train_articles`), ``heldout`` (split -> share of articles), ``split_seed``, ``vocab_file`` (a BERT
+  ``vocab.txt``, copied into the workdir as ``wordpiece.vocab.txt`` on the first start),
   ``lowercase`` (True), ``seq_len`` (128), ``max_predictions`` (BERT's for ``seq_len``), ``mask_rate`` (0.15) and
   ``max_articles`` (0: all; a quick run's cap). The tokenized, packed rows are cached in the workdir
   (``mlm.<split>.<fingerprint>.npz``): a restart or a second host reads them instead of tokenizing again.

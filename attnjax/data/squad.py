@@ -300,7 +300,8 @@ def _load_squad_json(data_cfg, only=None, **_) -> dict[str, list[SquadQuestion]]
   given = sorted(set(separate) & ({"train"} | set(heldout)))
   if given:
     raise ValueError(f"config.data.splits names {given}, which config.data.path={path!r} already gives (train and "
-                     f"config.data.heldout's {sorted(heldout)}): with a path, splits names only the splits of other files")
+                     f"config.data.heldout's {sorted(heldout)}): with a path, splits names only the splits of other "
+                     "files")
   questions = load_squad_json(in_dir(directory, os.fspath(path)))
   out = split_by_source(questions, heldout, seed=get(data_cfg, "split_seed", 0), key=_article)
   train_also = get(data_cfg, "train_also", None)

@@ -282,11 +282,29 @@ def read_tensors(model_dir) -> tuple[dict[str, np.ndarray], str]:
     other = [name for name in ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack") if fs.exists(fs.join(model_dir, name))]
     hint = f" ({other[0]} is there: convert it to safetensors)" if other else ""
     raise CheckpointError(f"{path}: no such file{hint}")
-  from safetensors.numpy import load  # pylint: disable=g-import-not-at-top
   try:
-    return load(fs.read_bytes(path)), str(path)
+    return load_safetensors(fs.read_bytes(path)), str(path)
   except Exception as e:  # pylint: disable=broad-except
     raise CheckpointError(f"{path}: not a safetensors file ({e})") from None
+
+
+_SAFETENSORS_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
+                       "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+
+
+def load_safetensors(data: bytes) -> dict[str, np.ndarray]:
+  """The tensors of a safetensors file's bytes as NumPy arrays, bfloat16 ones included (``ml_dtypes.bfloat16``,
+  which ``safetensors.numpy`` writes but does not read)."""
+  import ml_dtypes  # pylint: disable=g-import-not-at-top
+  from safetensors import deserialize  # pylint: disable=g-import-not-at-top
+  dtypes = {**_SAFETENSORS_DTYPES, "BF16": ml_dtypes.bfloat16}
+  out = {}
+  for name, tensor in deserialize(data):
+    if tensor["dtype"] not in dtypes:
+      raise ValueError(f"tensor {name}: dtype {tensor['dtype']} is not read here")
+    out[name] = np.frombuffer(bytes(tensor["data"]), dtype=np.dtype(dtypes[tensor["dtype"]]).newbyteorder("<")).reshape(
+        tensor["shape"])
+  return out
 
 
 def import_bert(model_dir, **overrides):
@@ -303,17 +321,26 @@ def import_bert(model_dir, **overrides):
   return module, params, tokenizer
 
 
-def export_bert(module, params, out_dir, *, tokenizer_from=None, base_config: dict | None = None) -> None:
+def export_bert(module, params, out_dir, *, tokenizer_from=None, base_config: dict | None = None,
+                dtype: str = "float32") -> None:
   """Writes ``config.json`` and ``model.safetensors`` (``BertModel``'s names; ``RobertaPreLayerNormModel``'s for a
   pre-norm encoder) for ``module`` / ``params`` into ``out_dir``, and copies the tokenizer files of
-  ``tokenizer_from`` (a checkpoint directory) beside them."""
+  ``tokenizer_from`` (a checkpoint directory) beside them. ``dtype="bfloat16"`` writes the weights rounded to
+  bfloat16 (half the bytes; ``config.json``'s ``dtype`` says so), which ``transformers`` loads as they are."""
   from safetensors.numpy import save  # pylint: disable=g-import-not-at-top
   import flax.linen as nn  # pylint: disable=g-import-not-at-top
+  if dtype not in ("float32", "bfloat16"):
+    raise ValueError(f"dtype must be 'float32' or 'bfloat16', got {dtype!r}")
   params = nn.meta.unbox(params)
   config = config_from_module(module, base_config)
+  tensors = tensors_from_params(params, config)
+  if dtype == "bfloat16":
+    import ml_dtypes  # pylint: disable=g-import-not-at-top
+    tensors = {k: v.astype(ml_dtypes.bfloat16) if v.dtype == np.float32 else v for k, v in tensors.items()}
+    config["dtype"] = "bfloat16"
   fs.makedirs(out_dir)
   fs.write_text(fs.join(out_dir, CONFIG_FILE), json.dumps(config, indent=2, sort_keys=True) + "\n")
-  fs.write_bytes(fs.join(out_dir, WEIGHTS_FILE), save(tensors_from_params(params, config), metadata={"format": "pt"}))
+  fs.write_bytes(fs.join(out_dir, WEIGHTS_FILE), save(tensors, metadata={"format": "pt"}))
   if tokenizer_from is not None:
     for name in TOKENIZER_FILES:
       source = fs.join(tokenizer_from, name)

@@ -147,7 +147,8 @@ def test_the_official_protocol_readers_share_task_budget_and_evaluation_and_diff
   scratch, minilm = (configs[n].to_dict() for n in ("bert_scratch", "bert_from_minilm"))
   assert scratch["data"] == minilm["data"] and scratch["model"] == minilm["model"] and scratch["eval"] == minilm["eval"]
   assert scratch["data"]["doc_stride"] == 128 and scratch["train"]["schedule"] == "budget_linear"
-  differ = {k for k in set(scratch["train"]) | set(minilm["train"]) if scratch["train"].get(k) != minilm["train"].get(k)}
+  keys = set(scratch["train"]) | set(minilm["train"])
+  differ = {k for k in keys if scratch["train"].get(k) != minilm["train"].get(k)}
   assert differ == {"init_encoder_from", "learning_rate"}
 
 

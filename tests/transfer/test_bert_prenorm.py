@@ -111,6 +111,8 @@ def test_a_pre_norm_masked_lm_run_exports_its_encoder_and_it_comes_back_bit_for_
     config.model.pre_norm = True
   train_and_evaluate(config, str(tmp_path / "run"))
   summary = export_workdir(str(tmp_path / "run"), str(tmp_path / "hf"))
+  small = export_workdir(str(tmp_path / "run"), str(tmp_path / "bf16"), dtype="bfloat16")
+  assert small["architecture"] == "RobertaPreLayerNormModel"
   assert summary["architecture"] == "RobertaPreLayerNormModel" and "vocab.txt" in summary["files"]
   module, params, _ = bert.import_bert(str(tmp_path / "hf"))
   assert module.pre_norm and module.max_length == config.model.max_length
@@ -120,3 +122,17 @@ def test_a_pre_norm_masked_lm_run_exports_its_encoder_and_it_comes_back_bit_for_
   assert len(flat) == len(back)
   for path, value in flat:
     assert np.array_equal(back[path], value), jax.tree_util.keystr(path)
+  # in bfloat16: every weight rounded to bfloat16 once, in half the bytes
+  import ml_dtypes  # pylint: disable=g-import-not-at-top
+  _, rounded, _ = bert.import_bert(str(tmp_path / "bf16"))
+  rounded = dict(jax.tree_util.tree_flatten_with_path(rounded)[0])
+  for path, value in flat:
+    assert np.array_equal(rounded[path], value.astype(ml_dtypes.bfloat16).astype(np.float32)), jax.tree_util.keystr(path)
+  sizes = [os.path.getsize(tmp_path / d / "model.safetensors") for d in ("hf", "bf16")]
+  assert 0.45 < sizes[1] / sizes[0] < 0.55
+  assert json.loads((tmp_path / "bf16" / "config.json").read_text())["dtype"] == "bfloat16"
+  from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
+  from tests import lm_fixture  # pylint: disable=g-import-not-at-top
+  config_lib.save_config(lm_fixture.tiny_lm_config(tmp_path / "lm_data"), str(tmp_path / "lm"))
+  with pytest.raises(ValueError, match="--dtype=bfloat16: only a BERT encoder's export"):
+    export_workdir(str(tmp_path / "lm"), str(tmp_path / "lm_hf"), dtype="bfloat16")  # before anything is read
