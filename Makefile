@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 
-.PHONY: quickstart test test-slow docs minilm transfer squad2 squad2-ablations squad-official scaling bench aot mutants faults study meteor-replays summarization summarization-replays summarization-coverage transfer-budget clean
+.PHONY: quickstart test test-slow docs minilm transfer squad2 squad2-ablations squad-official transfer-official scaling bench aot mutants faults study meteor-replays summarization summarization-replays summarization-coverage transfer-budget clean
 
 # the package alone (what the quickstart needs), then the test extra on top (pytest, the Cloud Storage emulator, and
 # libtpu for compiling TPU programs ahead of time on this CPU)
@@ -272,6 +272,28 @@ squad-official: $(VENV)/.installed minilm
 	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(SQUAD_OFFICIAL) \
 	    --experiment=experiments/$$reader.py --split=validation,test; done
 	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(SQUAD_OFFICIAL) --dst=results/squad_official
+
+# The transfer study on the official protocol (needs ../shared/data): the budget masked-LM recipe on Wikipedia (240
+# minutes) and on the SQuAD 1.1 train split's own paragraphs (120), each best encoder exported in bfloat16 under
+# results/transfer_official/encoders (what the readers start from: no kept workdir needed), then three readers of
+# that shape on squad_v1_official (120 minutes each: from scratch, from each encoder), recorded. TRANSFER keeps the
+# pre-training runs (outside the checkout for runs that outlive a working stretch); a re-run resumes what is left.
+TRANSFER_OFFICIAL ?= runs/transfer_official
+TRANSFER_READERS = bert_scratch_budget bert_from_wikipedia_mlm bert_from_task_text_mlm
+transfer-official: $(VENV)/.installed minilm
+	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER) \
+	  --experiment=experiments/wikipedia/bert_mlm_budget.py --split=test
+	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER) \
+	  --experiment=experiments/squad_v1_official/bert_mlm_task_text.py --split=test
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.export --workdir=$(TRANSFER)/wikipedia/bert_mlm_budget/single/default \
+	  --out=results/transfer_official/encoders/wikipedia --dtype=bfloat16
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.export --workdir=$(TRANSFER)/squad_v1_official/bert_mlm_task_text/single/default \
+	  --out=results/transfer_official/encoders/task_text --dtype=bfloat16
+	set -e; for reader in $(TRANSFER_READERS); do \
+	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER_OFFICIAL) \
+	    --experiment=experiments/squad_v1_official/$$reader.py --split=validation,test; done
+	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(TRANSFER) --dst=results/transfer_official/pretraining
+	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(TRANSFER_OFFICIAL) --dst=results/transfer_official
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -270,3 +270,19 @@ def test_a_masked_lm_task_reads_the_squad_tasks_train_paragraphs_into_rows(tmp_p
   # every token of the task's train paragraphs in the rows, in some split, besides [CLS], [SEP] and padding
   words = sum(len(task.vocab.encode(a["text"])) for a in articles)
   assert np.sum(~np.isin(ids, task.special_ids)) == words
+
+
+def test_the_official_transfer_readers_differ_in_their_initial_weights_only():
+  import importlib  # pylint: disable=g-import-not-at-top
+  names = ("bert_scratch_budget", "bert_from_wikipedia_mlm", "bert_from_task_text_mlm")
+  configs = {n: importlib.import_module(f"experiments.squad_v1_official.{n}").get_config().to_dict() for n in names}
+  for name, config in configs.items():
+    assert (config["data"]["task"], config["train"]["time_limit_minutes"]) == ("squad_v1_official", 120.0), name
+    assert config["model"]["pre_norm"] and config["model"]["d_model"] == 256 and config["model"]["num_layers"] == 4
+  scratch, wiki, text = (configs[n] for n in names)
+  assert scratch["data"] == wiki["data"] == text["data"] and scratch["model"] == wiki["model"] == text["model"]
+  assert wiki["train"]["init_encoder_from"] == "results/transfer_official/encoders/wikipedia"
+  assert text["train"]["init_encoder_from"] == "results/transfer_official/encoders/task_text"
+  assert {k for k in wiki["train"] if wiki["train"][k] != text["train"][k]} == {"init_encoder_from"}
+  assert {k for k in wiki["train"] if wiki["train"][k] != scratch["train"].get(k)} == {"init_encoder_from",
+                                                                                      "learning_rate"}
