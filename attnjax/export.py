@@ -9,7 +9,7 @@ What it writes, by the run's model:
   pre-norm (:mod:`attnjax.transfer.seq2seq`), for ``AutoModelForSeq2SeqLM``;
 * ``decoder_lm``: ``GPT2LMHeadModel`` (:mod:`attnjax.transfer.lm`), for ``AutoModelForCausalLM``;
 * ``span_qa`` / ``bert_mlm`` with a BERT encoder: the encoder as ``BertModel`` (:mod:`attnjax.transfer.bert`), a
-  pre-norm one as ``RobertaPreLayerNormModel``.
+  pre-norm one as ``RobertaPreLayerNormModel``; a masked-LM run's token types all as its trained type 0.
 
 Beside ``config.json`` and ``model.safetensors``: ``generation_config.json`` (the run's beam size; PAD, BOS and the
 padding ids past the vocabulary never generated) and the run's vocabulary as ``tokenizer.json`` +
@@ -104,7 +104,14 @@ def export_workdir(workdir: str, out: str, *, checkpoint: str = "best", dtype: s
                           model.max_length, getattr(model, "type_vocab_size", 2), model.layer_norm_epsilon,
                           getattr(model, "activation", "gelu"), use_pooler="pooler" in params["bert"],
                           pre_norm=bool(getattr(model, "pre_norm", False)))
-    export_bert(encoder, params["bert"], out, dtype=dtype)
+    encoder_params = dict(params["bert"])
+    if name == "bert_mlm":
+      # masked-LM pre-training feeds token type 0 only: the other types' rows never left their random init, so they
+      # are written as the trained one (what fine-tuning from the workdir itself does, attnjax.training.warm_start)
+      types = encoder_params["token_type_embeddings"]["embedding"]
+      encoder_params["token_type_embeddings"] = {"embedding": np.broadcast_to(types[:1], types.shape).copy()}
+    pad = getattr(vocabularies.src, "pad_id", 0)  # RoBERTa's positions count from it (a pre-norm encoder)
+    export_bert(encoder, encoder_params, out, dtype=dtype, base_config={"pad_token_id": int(pad)})
     vocab = fs.join(workdir, WORDPIECE_FILE)
     if fs.exists(vocab):
       fs.write_bytes(fs.join(out, "vocab.txt"), fs.read_bytes(vocab))

@@ -185,7 +185,7 @@ class MlmTaskData:
       raise ValueError("config.data: set exactly one of path (JSON-lines articles) and squad_task (a SQuAD task's "
                        "train paragraphs) for masked-LM pre-training")
     if self.squad_task is not None:
-      self.path = f"squad_task:{self.squad_task}"  # what the rows' cache key names
+      self.path = f"squad_task:{self.squad_task}:{self.directory}"  # what the rows' cache key names
     else:
       self.path = in_dir(self.directory, str(get(data_cfg, "path")))
     self.heldout = dict(get(data_cfg, "heldout", {"validation": 0.005, "test": 0.005}))

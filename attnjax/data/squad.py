@@ -305,7 +305,7 @@ def _load_squad_json(data_cfg, only=None, **_) -> dict[str, list[SquadQuestion]]
   questions = load_squad_json(in_dir(directory, os.fspath(path)))
   out = split_by_source(questions, heldout, seed=get(data_cfg, "split_seed", 0), key=_article)
   train_also = get(data_cfg, "train_also", None)
-  if train_also is not None and (only is None or "train" in only):
+  if train_also is not None and (only is None or "train" in only or separate):  # separate: checked against train
     out["train"] = out["train"] + _articles_not_in(load_squad_json(in_dir(directory, os.fspath(train_also))),
                                                    questions, f"config.data.train_also={train_also!r}")
   for split, name in separate.items():

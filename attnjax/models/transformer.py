@@ -9,8 +9,8 @@ sublayer is wrapped as (§5.4: dropout on each sublayer output before the residu
               with a final LayerNorm after the last layer of each stack.
 
 Inputs are token embeddings times sqrt(d_model) plus positional encodings (§3.4-3.5), with dropout on the sum.
-Logits are float32, float64 for a float64 model ("label-smoothing-ready": the loss applies the smoothing). Presets ``base`` and ``big`` follow
-Table 3 with the paper's shared source/target vocabulary and tied embeddings (§3.4).
+Logits are float32, float64 for a float64 model ("label-smoothing-ready": the loss applies the smoothing). Presets
+``base`` and ``big`` follow Table 3 with the paper's shared source/target vocabulary and tied embeddings (§3.4).
 
 ``copy=True`` adds copy attention for summarization (Gehrmann et al. 2018's Transformer with copy; OpenNMT-py's
 ``copy_attn``): the copy distribution is the last decoder layer's cross-attention averaged over its heads, mixed with

@@ -28,6 +28,7 @@ never lists as a checkpoint and removes on the next start.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -121,7 +122,8 @@ class Checkpointer:
     """Saves ``state`` and the data position (and ``meta``, small JSON bookkeeping) as ``step``."""
     self.wait()  # Orbax would wait for the previous asynchronous write anyway: its failure is reported as its own
     try:
-      saved = self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
+      tree = to_checkpoint_tree(state)
+      saved = self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(tree),
                                                               data=ocp.args.JsonSave(data_state),
                                                               meta=ocp.args.JsonSave(dict(meta or {}))),
                                 metrics=metrics, force=force)
@@ -209,7 +211,8 @@ class Checkpointer:
       if verdict["kind"] == USABLE:
         logging.info("checkpoint: restored step %d from %s", candidate, self.directory)
         self._set_aside_all(damaged, then=f"restored step {candidate}")
-        return restored["state"], restored["data"], candidate, dict(restored["meta"] or {})
+        state = from_checkpoint_tree(restored["state"], abstract_state)
+        return state, restored["data"], candidate, dict(restored["meta"] or {})
       where = f"{verdict['file'] or 'a file of the step'} on process {verdict['process']}: {verdict['reason']}"
       if step is not None:
         raise CheckpointRestoreError(f"checkpoint: step {candidate} in {self.directory} is damaged ({where})")
@@ -229,7 +232,7 @@ class Checkpointer:
       saved = ocp.StandardCheckpointHandler().metadata(state_dir)
     except Exception as e:  # pylint: disable=broad-except
       return _verdict(DAMAGED, e, self.directory / str(step))
-    differences = layout_differences(getattr(saved, "tree", saved), abstract_state)
+    differences = layout_differences(getattr(saved, "tree", saved), to_checkpoint_tree(abstract_state))
     if differences:
       more = f" and {len(differences) - 3} more" if len(differences) > 3 else ""
       return {"kind": CHANGED, "file": None, "reason": "; ".join(differences[:3]) + more}
@@ -240,8 +243,14 @@ class Checkpointer:
     whose read fails midway would leave the others waiting in Orbax's closing barrier, or meet them in the wrong
     collective); then they agree. A failed read (on any process) is tried once more by every process before it counts
     as damage: a bucket's passing error must not cost a checkpoint."""
-    args = ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state), data=ocp.args.JsonRestore(),
-                              meta=ocp.args.JsonRestore())
+    try:  # the empty nodes the saved tree has (a None field written as such): the target must have them too
+      saved = ocp.StandardCheckpointHandler().metadata(self.directory / str(step) / "state")
+      saved = getattr(saved, "tree", saved)
+      empty = {k for k, v in saved.items() if v is None} if isinstance(saved, dict) else set()
+    except Exception:  # pylint: disable=broad-except
+      empty = set()  # the read below judges the step
+    args = ocp.args.Composite(state=ocp.args.StandardRestore(to_checkpoint_tree(abstract_state, empty)),
+                              data=ocp.args.JsonRestore(), meta=ocp.args.JsonRestore())
     for attempt in range(2):
       restored = None
       try:
@@ -349,6 +358,24 @@ def set_aside_record(directory) -> Any:
   """Where a checkpoint directory records the damaged steps it set aside (a JSON list; see Checkpointer.restore)."""
   directory = fs.path(directory)
   return directory.parent / f"{directory.name}.unreadable" / "set_aside.json"
+
+
+def to_checkpoint_tree(state, keep_empty=()):
+  """What a checkpoint holds of a train state (a dataclass): its fields by name, leaving out the optional ones that
+  are None (the parameters' moving average of a run without one), so that such a state saves and restores exactly as
+  a state without the field did: the checkpoints written before an optional field existed stay readable.
+  ``keep_empty``: names of None fields kept (as a restore target, where a checkpoint holds them as empty nodes)."""
+  if not dataclasses.is_dataclass(state):
+    return state
+  return {f.name: getattr(state, f.name) for f in dataclasses.fields(state)
+          if getattr(state, f.name) is not None or f.name in keep_empty}
+
+
+def from_checkpoint_tree(tree, like):
+  """The state of ``like``'s type from a checkpoint's :func:`to_checkpoint_tree` (the fields it left out: None)."""
+  if not dataclasses.is_dataclass(like):
+    return tree
+  return type(like)(**dict(tree))
 
 
 def layout_differences(saved_tree, abstract_state) -> list[str]:

@@ -56,7 +56,8 @@ def state_shardings(model, tx, mesh, rules, rng, ema: bool = False):
 def _make_state(model, tx, rng, ema: bool = False):
   params_rng, dropout_rng = jax.random.split(rng)
   params = nn.meta.unbox(init_params(model, params_rng))
-  average = jax.tree_util.tree_map(jnp.copy, params) if ema else None  # the average starts at the initial weights
+  # the average starts at the initial weights, kept in at least float32 (a bfloat16 average would not move at 0.999)
+  average = jax.tree_util.tree_map(lambda p: p.astype(jnp.promote_types(p.dtype, jnp.float32)), params) if ema else None
   return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params), rng=dropout_rng,
                     ema_params=average)
 

@@ -337,7 +337,7 @@ def export_bert(module, params, out_dir, *, tokenizer_from=None, base_config: di
   if dtype == "bfloat16":
     import ml_dtypes  # pylint: disable=g-import-not-at-top
     tensors = {k: v.astype(ml_dtypes.bfloat16) if v.dtype == np.float32 else v for k, v in tensors.items()}
-    config["dtype"] = "bfloat16"
+    config["dtype"] = config["torch_dtype"] = "bfloat16"  # transformers 5 reads the first, 4 the second
   fs.makedirs(out_dir)
   fs.write_text(fs.join(out_dir, CONFIG_FILE), json.dumps(config, indent=2, sort_keys=True) + "\n")
   fs.write_bytes(fs.join(out_dir, WEIGHTS_FILE), save(tensors, metadata={"format": "pt"}))

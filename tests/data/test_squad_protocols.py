@@ -94,6 +94,8 @@ def test_a_missing_train_file_is_named(tmp_path):
 def test_a_squad_2_0_file_given_to_a_1_1_task_is_one_line(tmp_path):
   write_squad(tmp_path / "train.json", synthetic_squad(40, seed=0, unanswerable=0.3))
   data = _config(tmp_path, squad_version="1.1")
+  splits = squad.load_qa_task(data, splits=("train", "validation"))  # what load_task gives check_version
+  assert squad.squad_version(splits["train"] + splits["validation"]) == "2.0"
   with pytest.raises(ValueError, match="squad_version='1.1' but train.json has unanswerable questions: a SQuAD 2.0 "
                                        "file given to a 1.1 task"):
     span_qa.FAMILY.check_version(data, "2.0")

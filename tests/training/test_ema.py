@@ -120,3 +120,49 @@ def test_a_run_without_the_average_keeps_none_and_a_bad_decay_is_named(tmp_path)
   for bad in (0.0, 1.0, 1.5):
     with pytest.raises(ValueError, match=r"config.train.ema_decay: must be in \(0, 1\)"):
       config_lib.validate(_config(ema_decay=bad))
+
+
+def test_a_checkpoint_written_before_the_average_existed_restores_and_turning_it_on_is_a_change(tmp_path):
+  """A train state without the field (as every checkpoint before it was written) restores into today's state without
+  an average, step and arrays as saved; a run that asks for an average there stops naming it, and nothing moves."""
+  from typing import Any  # pylint: disable=g-import-not-at-top
+  import flax.struct  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from attnjax.runtime.checkpointing import Checkpointer, CheckpointRestoreError  # pylint: disable=g-import-not-at-top
+  from attnjax.training.state import TrainState  # pylint: disable=g-import-not-at-top
+
+  @flax.struct.dataclass
+  class EarlierTrainState:
+    step: Any
+    params: Any
+    opt_state: Any
+    rng: Any
+
+  arrays = dict(step=jnp.asarray(4, jnp.int32), params={"w": jnp.arange(3.0)}, opt_state={"m": jnp.ones(3)},
+                rng=jnp.asarray([1, 2], jnp.uint32))
+  directory = str(tmp_path / "checkpoints")
+  old = Checkpointer(directory, async_save=False)
+  old.save(4, EarlierTrainState(**arrays), {"position": 1}, force=True)
+  old.close()
+  abstract = lambda state: jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
+                                                                                  sharding=x.sharding), state)
+  checkpointer = Checkpointer(directory, async_save=False)
+  state, data, step, _ = checkpointer.restore(abstract(TrainState(**arrays)))
+  assert step == 4 and data == {"position": 1} and isinstance(state, TrainState) and state.ema_params is None
+  for a, b in zip(jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(TrainState(**arrays))):
+    np.testing.assert_array_equal(a, b)
+  with pytest.raises(CheckpointRestoreError, match="ema_params.*missing from the checkpoint"):
+    checkpointer.restore(abstract(TrainState(**arrays, ema_params={"w": jnp.zeros(3)})))
+  assert checkpointer.steps() == [4]
+  checkpointer.close()
+  # a state whose average is None written as an empty node (the dataclass saved as it is) restores too
+  from attnjax.runtime import checkpointing  # pylint: disable=g-import-not-at-top
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setattr(checkpointing, "to_checkpoint_tree", lambda state, keep_empty=(): state)
+    writer = Checkpointer(str(tmp_path / "as_is"), async_save=False)
+    writer.save(4, TrainState(**arrays), {"position": 1}, force=True)
+    writer.close()
+  checkpointer = Checkpointer(str(tmp_path / "as_is"), async_save=False)
+  state, _, step, _ = checkpointer.restore(abstract(TrainState(**arrays)))
+  assert step == 4 and state.ema_params is None and checkpointer.steps() == [4]
+  checkpointer.close()
