@@ -4,14 +4,15 @@
 
 Resumes from the newest checkpoint in ``--workdir`` (after comparing the config with the one saved there: a change to
 the model, data or optimiser needs ``--allow_config_change``); SIGTERM saves a checkpoint and exits. One run per
-workdir: a second run on a workdir in use stops at once, naming the holder.
+workdir: a second run on a workdir in use stops at once, naming the holder. A run stopped by SIGTERM exits with
+:data:`attnjax.runtime.processes.PREEMPTED_EXIT` (75, EX_TEMPFAIL: "try again"), so that a launcher neither evaluates nor records it as finished.
 """
 
 from absl import app, flags, logging
 from ml_collections import config_flags
 
 from attnjax import cli
-from attnjax.runtime.processes import quiet_orbax_logging
+from attnjax.runtime.processes import PREEMPTED_EXIT, quiet_orbax_logging
 from attnjax.training.loop import train_and_evaluate
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "experiment file (ml_collections)", lock_config=True)
@@ -29,6 +30,8 @@ def main(argv):
   quiet_orbax_logging()
   result = train_and_evaluate(_CONFIG.value, _WORKDIR.value, allow_config_change=_ALLOW_CONFIG_CHANGE.value)
   logging.info("done: %s", result)
+  if result.get("preempted"):
+    raise SystemExit(PREEMPTED_EXIT)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import time
 from absl import app, flags, logging
 
 from attnjax import config as config_lib, fs, targets
+from attnjax.runtime.processes import PREEMPTED_EXIT
 from launch import backends
 
 # Flags are defined only when this module runs as the CLI, so that importing it (tests, other tools) never
@@ -259,11 +260,17 @@ def _run_point(backend, p, record: dict, split: str, launch_name: str, submit: b
         code = backend.run(p, split, launch_name, log)
       else:
         code = backend.run(p, split, log)
-    record.update(status="done" if code == 0 else "failed", returncode=code)
+    # attnjax.train's exit status after SIGTERM (a checkpoint written, training not finished): relaunch to resume
+    status = "done" if code == 0 else "preempted" if code == PREEMPTED_EXIT else "failed"
+    record.update(status=status, returncode=code)
   record.update(end=_now(), wall_seconds=round(time.time() - t0, 1))
   fs.write_json(run_manifest, record, indent=1)
   if record["status"] == "failed":
     logging.error("%s failed (exit %s): see %s", p.name, record["returncode"], p.workdir)
+    return True
+  if record["status"] == "preempted":
+    logging.warning("%s was stopped (SIGTERM) before its end, its checkpoint written: launch it again to resume (%s)",
+                    p.name, p.workdir)
     return True
   return False
 

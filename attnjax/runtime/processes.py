@@ -9,6 +9,10 @@ import socket
 from absl import logging
 import jax
 
+# The exit status of a training command stopped by SIGTERM after writing its checkpoint (EX_TEMPFAIL, "try again"):
+# the run is not finished, so a launcher neither evaluates it nor records it as done; launching it again resumes it.
+PREEMPTED_EXIT = 75
+
 
 def peer_timeout_seconds(cfg) -> int:
   """``config.distributed.peer_timeout_seconds``, checked: seconds of silence after which a peer process counts as

@@ -413,6 +413,7 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
   if spent:  # relaunched after it stopped for time (its evaluation of the splits cut off, say): not one step more
     logging.info("train.time_limit_minutes=%s was reached at step %d (%.1f training minutes): training no further",
                  t.time_limit_minutes, start, seconds_before / 60)
+  stop = False  # preempted (SIGTERM): a checkpoint written, the run not finished
   with _Preemption() as preemption:
     while step < t.steps and not stopped_early and not spent:
       where(f"training step {step + 1}")
@@ -462,7 +463,7 @@ def _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog,
   exp.checkpointer.close()
   if writer is not None:
     writer.close()
-  return {"step": step, "sync_agreements": preemption.agreements, **last_eval}
+  return {"step": step, "sync_agreements": preemption.agreements, "preempted": bool(stop), **last_eval}
 
 
 def _evaluate(exp: Experiment, step: int, writer) -> dict[str, float]:
