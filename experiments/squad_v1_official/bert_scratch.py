@@ -22,15 +22,18 @@ from experiments.squad_v1_official.bilstm import to_official
 DOC_STRIDE = 128
 
 
-def official_bert(config, learning_rate: float):
-  """A transfer-study BERT reader's config on the official protocol, with the budget's schedule."""
+def official_bert(config, learning_rate: float, every: int = 400):
+  """A transfer-study BERT reader's config on the official protocol: 120 minutes, the rate decaying to 0 at their
+  end (``budget_linear``), an evaluation and a checkpoint ``every`` steps, checkpoints chosen on the first 1,000
+  validation questions. A reader that reads windows already (``data.doc_stride``) keeps its own."""
   config = to_official(config)
-  with config.data.unlocked():
-    config.data.doc_stride = DOC_STRIDE
+  if not config.data.get("doc_stride"):
+    with config.data.unlocked():
+      config.data.doc_stride = DOC_STRIDE
   t = config.train
   t.schedule, t.warmup_steps, t.learning_rate = "budget_linear", 100, learning_rate
   t.steps = 1_000_000  # the 120 minutes end the run
-  t.eval_every = t.checkpoint_every = 400
+  t.eval_every = t.checkpoint_every = every
   config.eval.num_decode_examples = 1000
   return config
 

@@ -9,19 +9,12 @@ transfer study's: 5e-4 from scratch, 2e-4 from pre-trained weights) differ.
 """
 
 from experiments.squad_transfer import bert_scratch_budget
-from experiments.squad_v1_official.bilstm import to_official
+from experiments.squad_v1_official.bert_scratch import official_bert
 
 
 def official_budget_reader(config, learning_rate: float):
-  """A budget-shaped reader's config on the official protocol: 120 minutes, the rate decaying to 0 at their end,
-  checkpoints chosen on the first 1,000 validation questions."""
-  config = to_official(config)
-  t = config.train
-  t.schedule, t.warmup_steps, t.learning_rate = "budget_linear", 100, learning_rate
-  t.steps = 1_000_000  # the 120 minutes end the run
-  t.eval_every = t.checkpoint_every = 500
-  config.eval.num_decode_examples = 1000
-  return config
+  """A budget-shaped reader's config on the official protocol (its windows of 128 kept), evaluated every 500 steps."""
+  return official_bert(config, learning_rate, every=500)
 
 
 def get_config():
