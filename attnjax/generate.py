@@ -83,6 +83,11 @@ def _print(text, out, vocab):
     print(f"{text}{' ' if tokens else ''}{vocab.decode(tokens)}".replace("\n", " "), flush=True)
 
 
-if __name__ == "__main__":
+def run() -> None:
+  """The command line: the ``attnjax-generate`` console script, and ``python -m attnjax.generate``."""
   flags.mark_flag_as_required("workdir")
   cli.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -34,5 +34,10 @@ def main(argv):
     raise SystemExit(PREEMPTED_EXIT)
 
 
-if __name__ == "__main__":
+def run() -> None:
+  """The command line: the ``attnjax-train`` console script, and ``python -m attnjax.train``."""
   cli.run(main, config_flag="config")
+
+
+if __name__ == "__main__":
+  run()

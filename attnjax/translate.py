@@ -89,6 +89,11 @@ def main(argv):
     sys.stdout.write(result)
 
 
-if __name__ == "__main__":
+def run() -> None:
+  """The command line: the ``attnjax-translate`` console script, and ``python -m attnjax.translate``."""
   flags.mark_flag_as_required("workdir")
   cli.run(main)
+
+
+if __name__ == "__main__":
+  run()
