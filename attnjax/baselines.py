@@ -175,6 +175,11 @@ def main(argv):
       "commands": {"baseline": shlex.join(["python", "-m", "attnjax.baselines", *sys.argv[1:]])}}, indent=1)
 
 
-if __name__ == "__main__":
+def run() -> None:
+  """The command line: the ``attnjax-baselines`` console script, and ``python -m attnjax.baselines``."""
   define_flags()
   cli.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -452,7 +452,12 @@ def _ensure_host_devices(n: int = 16) -> None:
   os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 
 
-if __name__ == "__main__":
+def run() -> None:
+  """The command line: the ``attnjax-compile`` console script, and ``python -m attnjax.compile``."""
   _ensure_host_devices()
   define_flags()
   cli.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -91,6 +91,11 @@ def main(argv):
     print(json.dumps(results[_SPLIT.value[0]] if len(results) == 1 else results, indent=2))
 
 
-if __name__ == "__main__":
+def run() -> None:
+  """The command line: the ``attnjax-evaluate`` console script, and ``python -m attnjax.evaluate``."""
   flags.mark_flag_as_required("workdir")
   cli.run(main)
+
+
+if __name__ == "__main__":
+  run()

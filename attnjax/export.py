@@ -136,6 +136,11 @@ def main(argv):
   print(json.dumps(summary, indent=2))
 
 
-if __name__ == "__main__":
+def run() -> None:
+  """The command line: the ``attnjax-export`` console script, and ``python -m attnjax.export``."""
   define_flags()
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

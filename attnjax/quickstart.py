@@ -92,5 +92,10 @@ def main(argv):
   print(f"exact match at or above the quickstart's floors ({floors})")
 
 
-if __name__ == "__main__":
+def run() -> None:
+  """The command line: the ``attnjax-quickstart`` console script, and ``python -m attnjax.quickstart``."""
   cli.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -60,6 +60,11 @@ def main(argv):
     fs.write_text(_OUTPUT.value, json.dumps(scores, indent=1) + "\n")
 
 
-if __name__ == "__main__":
+def run() -> None:
+  """The command line: the ``attnjax-sts`` console script, and ``python -m attnjax.sts``."""
   flags.mark_flags_as_required(["model_dir", "data"])
   cli.run(main)
+
+
+if __name__ == "__main__":
+  run()

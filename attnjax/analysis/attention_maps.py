@@ -203,6 +203,11 @@ def main(argv):
     print(table)
 
 
-if __name__ == "__main__":
+def run() -> None:
+  """The command line: the ``attnjax-attention-maps`` console script, and ``python -m attnjax.analysis.attention_maps``."""
   flags.mark_flags_as_required(["workdirs", "out"])
   cli.run(main)
+
+
+if __name__ == "__main__":
+  run()

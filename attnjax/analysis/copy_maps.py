@@ -111,6 +111,11 @@ def main(argv):
   print(FLAGS.out)
 
 
-if __name__ == "__main__":
+def run() -> None:
+  """The command line: the ``attnjax-copy-maps`` console script, and ``python -m attnjax.analysis.copy_maps``."""
   define_flags()
   cli.run(main)
+
+
+if __name__ == "__main__":
+  run()

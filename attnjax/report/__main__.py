@@ -19,6 +19,11 @@ def main(argv):
   print(markdown, end="")
 
 
-if __name__ == "__main__":
+def run() -> None:
+  """The command line: the ``attnjax-report`` console script, and ``python -m attnjax.report``."""
   flags.mark_flags_as_required(["runs", "out"])
   cli.run(main)
+
+
+if __name__ == "__main__":
+  run()
