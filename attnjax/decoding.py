@@ -25,10 +25,20 @@ the choice, so that a constrained hypothesis keeps the model's own scores:
 Neither search ever emits PAD, BOS or an id at or past ``vocab_size`` (a model's table padded for sharding): their
 log-probabilities are set to -inf-like values after the log-softmax, as fairseq does, so the scores stay the model's
 log-probabilities of the tokens chosen.
+
+:class:`SearchRules` switches what differs in ``transformers``' ``generate``, so that a model imported from it
+decodes as the library decodes it (:mod:`attnjax.transfer.generation_config` reads them from
+``generation_config.json``): more banned ids (``bad_words_ids``, ``suppress_tokens``), the penalty |Y|^α
+(``length_penalty``), the row's end by the library's rule (``early_stopping``: False, a heuristic that divides the
+best alive log-probability by the current length's penalty; True, as soon as K are finished), the last step at the
+length limit (``forced_eos_token_id``: only EOS, scored 0; without it the hypotheses stop there as they are), a
+forced first token scored 0 (``forced_bos_token_id``), and log-probabilities normalised again after all that
+(``renormalize_logits``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, NamedTuple
 
@@ -48,9 +58,44 @@ class DecodeResult(NamedTuple):
   attention: Any = None  # [B, L, S] / [B, n_best, L, S] cross-attention of the returned hypotheses, on request
 
 
-def length_penalty(length, alpha: float):
-  """GNMT length penalty ``((5 + |Y|) / 6)^α`` (Wu et al. 2016, eq. 14)."""
-  return ((5.0 + jnp.asarray(length, jnp.float32)) / 6.0) ** alpha
+@dataclasses.dataclass(frozen=True)
+class SearchRules:
+  """What a search does besides choosing by log-probability (see the module docstring); the defaults are attnjax's.
+
+  Attributes:
+    banned: ids never emitted, besides PAD, BOS and the ids past ``vocab_size``.
+    penalty: ``"gnmt"``, ((5 + |Y|) / 6)^α, or ``"length"``, |Y|^α (``transformers``' ``length_penalty``).
+    stop: when beam search ends a row with K finished hypotheses: ``"bound"``, when no alive one can beat the worst
+      of them (its log-probability only falls; divided by the penalty at the row's length limit); ``"heuristic"``,
+      the same divided by the penalty at the current length (``early_stopping=False``); ``"first"``, at once
+      (``early_stopping=True``).
+    at_limit: the step at a row's length limit: ``"eos"``, only EOS, with its log-probability; ``"forced_eos"``, only
+      EOS, scored 0 (``forced_eos_token_id``); ``"stop"``, any token, and the hypotheses end there as they are.
+    first_token: the first generated token, forced and scored 0 (``forced_bos_token_id``); None: free.
+    renormalize: log-softmax once more after the constraints (``renormalize_logits``).
+  """
+  banned: tuple[int, ...] = ()
+  penalty: str = "gnmt"
+  stop: str = "bound"
+  at_limit: str = "eos"
+  first_token: int | None = None
+  renormalize: bool = False
+
+  def __post_init__(self):
+    for name, allowed in (("penalty", ("gnmt", "length")), ("stop", ("bound", "heuristic", "first")),
+                          ("at_limit", ("eos", "forced_eos", "stop"))):
+      if getattr(self, name) not in allowed:
+        raise ValueError(f"SearchRules.{name} must be one of {allowed}, got {getattr(self, name)!r}")
+    object.__setattr__(self, "banned", tuple(int(i) for i in self.banned))
+
+
+ATTNJAX = SearchRules()
+
+
+def length_penalty(length, alpha: float, form: str = "gnmt"):
+  """GNMT length penalty ``((5 + |Y|) / 6)^α`` (Wu et al. 2016, eq. 14), or ``|Y|^α`` for ``form="length"``."""
+  length = jnp.asarray(length, jnp.float32)
+  return (length if form == "length" else (5.0 + length) / 6.0) ** alpha
 
 
 def _max_lengths(src_mask, max_len_a: float, max_len_b: int, max_len: int | None):
@@ -63,14 +108,17 @@ def _max_lengths(src_mask, max_len_a: float, max_len_b: int, max_len: int | None
   return jnp.clip(limit, 1, buffer), max(buffer, 1)
 
 
-def _step(model, variables, tokens, memory, cache, return_attention, vocab_size):
+def _step(model, variables, tokens, memory, cache, return_attention, vocab_size, rules: SearchRules):
   """One cached decoder step: tokens ``[N]`` → (log-probs ``[N, V]``, cache, attention ``[N, S]`` or None); ids that
   are never predicted (see the module docstring) get ``NEG_INF``."""
   out = model.apply(variables, tokens[:, None], memory, cache, return_attention=return_attention,
                     method=model.decode)
   attention = None if out.attention is None else out.attention[:, 0]
   logprobs = jax.nn.log_softmax(out.logits[:, 0].astype(jnp.float32))
-  banned = never_predicted(jnp.arange(logprobs.shape[-1]), vocab_size or logprobs.shape[-1])
+  ids = jnp.arange(logprobs.shape[-1])
+  banned = never_predicted(ids, vocab_size or logprobs.shape[-1])
+  if rules.banned:
+    banned = banned | jnp.isin(ids, jnp.asarray(rules.banned))
   return jnp.where(banned[None], NEG_INF, logprobs), out.cache, attention
 
 
@@ -101,25 +149,36 @@ def ngram_bans(generated, count, n: int, vocab: int):
   return banned > 0
 
 
-def _constrain(logprobs, generated, count, limit_reached, *, min_len, no_repeat_ngram_size, eos_id):
-  """Applies the row's length limit (only EOS may follow), ``min_len`` and n-gram blocking (see the module docstring)
-  to ``logprobs [N, V]``; ``generated [N, L]`` holds each hypothesis's first ``count`` tokens."""
+def _constrain(logprobs, generated, count, limit_reached, *, min_len, no_repeat_ngram_size, eos_id,
+               rules: SearchRules = ATTNJAX):
+  """Applies the row's length limit (by ``rules.at_limit``), ``min_len``, n-gram blocking and a forced first token
+  (see the module docstring) to ``logprobs [N, V]``; ``generated [N, L]`` holds each hypothesis's first ``count``
+  tokens."""
   vocab = logprobs.shape[-1]
-  is_eos = (jnp.arange(vocab) == eos_id)[None]
+  ids = jnp.arange(vocab)[None]
+  is_eos = ids == eos_id
   if no_repeat_ngram_size:
     logprobs = jnp.where(ngram_bans(generated, count, no_repeat_ngram_size, vocab) & ~is_eos, NEG_INF, logprobs)
   if min_len:
-    logprobs = jnp.where(is_eos & (count < min_len) & ~limit_reached[:, None], NEG_INF, logprobs)
-  return jnp.where(limit_reached[:, None] & ~is_eos, NEG_INF, logprobs)
+    ending = limit_reached if rules.at_limit != "stop" else jnp.zeros_like(limit_reached)
+    logprobs = jnp.where(is_eos & (count < min_len) & ~ending[:, None], NEG_INF, logprobs)
+  if rules.first_token is not None:
+    forced = jnp.where(ids == rules.first_token, 0.0, NEG_INF)
+    logprobs = jnp.where(count == 0, forced, logprobs)
+  if rules.at_limit == "eos":
+    logprobs = jnp.where(limit_reached[:, None] & ~is_eos, NEG_INF, logprobs)
+  elif rules.at_limit == "forced_eos":
+    logprobs = jnp.where(limit_reached[:, None], jnp.where(is_eos, 0.0, NEG_INF), logprobs)
+  return jax.nn.log_softmax(logprobs) if rules.renormalize else logprobs
 
 
-_CONSTRAINTS = ("min_len", "no_repeat_ngram_size")
+_CONSTRAINTS = ("min_len", "no_repeat_ngram_size", "rules")
 
 
 @functools.partial(jax.jit, static_argnames=("model", "max_len_a", "max_len_b", "max_len", "bos_id", "eos_id",
                                              "return_attention", "vocab_size") + _CONSTRAINTS)
 def _greedy(model, variables, src, src_mask, *, max_len_a, max_len_b, max_len, bos_id, eos_id, return_attention,
-            vocab_size, min_len, no_repeat_ngram_size):
+            vocab_size, min_len, no_repeat_ngram_size, rules):
   src_mask = source_mask(src, src_mask)
   limit, length = _max_lengths(src_mask, max_len_a, max_len_b, max_len)
   batch = src.shape[0]
@@ -135,16 +194,16 @@ def _greedy(model, variables, src, src_mask, *, max_len_a, max_len_b, max_len, b
 
   def body(state):
     i, tokens, last, done, logp, cache, attn = state
-    logprobs, cache, a = _step(model, variables, last, memory, cache, return_attention, vocab_size)
+    logprobs, cache, a = _step(model, variables, last, memory, cache, return_attention, vocab_size, rules)
     logprobs = _constrain(logprobs, tokens, i, i + 1 >= limit, min_len=min_len,
-                          no_repeat_ngram_size=no_repeat_ngram_size, eos_id=eos_id)
+                          no_repeat_ngram_size=no_repeat_ngram_size, eos_id=eos_id, rules=rules)
     nxt = jnp.argmax(logprobs, axis=-1).astype(jnp.int32)
     nxt = jnp.where(done, PAD_ID, nxt)
     logp = logp + jnp.where(done, 0.0, jnp.take_along_axis(logprobs, nxt[:, None], axis=1)[:, 0])
     tokens = tokens.at[:, i].set(nxt)
     if attn is not None:
       attn = attn.at[:, i].set(jnp.where(done[:, None], 0.0, a))
-    return i + 1, tokens, nxt, done | (nxt == eos_id), logp, cache, attn
+    return i + 1, tokens, nxt, done | (nxt == eos_id) | (i + 1 >= limit), logp, cache, attn
 
   _, tokens, _, _, logp, _, attn = jax.lax.while_loop(cond, body, init)
   lengths = jnp.sum(tokens != PAD_ID, axis=1)
@@ -154,7 +213,7 @@ def _greedy(model, variables, src, src_mask, *, max_len_a, max_len_b, max_len, b
 def greedy_search(model, variables, src, *, src_mask=None, max_len_a: float = 1.5, max_len_b: int = 10,
                   max_len: int | None = None, bos_id: int = BOS_ID, eos_id: int = EOS_ID,
                   return_attention: bool = False, vocab_size: int | None = None, min_len: int = 0,
-                  no_repeat_ngram_size: int = 0) -> DecodeResult:
+                  no_repeat_ngram_size: int = 0, rules: SearchRules = ATTNJAX) -> DecodeResult:
   """Greedy decoding: the argmax token at every step until EOS or the row's length limit.
 
   Args:
@@ -167,20 +226,24 @@ def greedy_search(model, variables, src, *, src_mask=None, max_len_a: float = 1.
       BOS are never emitted).
     min_len: EOS is banned before this many tokens (EOS not counted); 0 = no minimum.
     no_repeat_ngram_size: no n-gram of this size occurs twice in a hypothesis; 0 = no blocking.
+    rules: :class:`SearchRules` (attnjax's by default; greedy reads ``banned``, ``at_limit``, ``first_token`` and
+      ``renormalize``).
 
   Returns:
     :class:`DecodeResult` with ``tokens [B, L]``.
   """
   return _greedy(model, variables, src, src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len=max_len,
                  bos_id=bos_id, eos_id=eos_id, return_attention=return_attention, vocab_size=vocab_size,
-                 **_check_constraints(min_len, no_repeat_ngram_size))
+                 **_check_constraints(min_len, no_repeat_ngram_size, rules))
 
 
-def _check_constraints(min_len, no_repeat_ngram_size) -> dict:
+def _check_constraints(min_len, no_repeat_ngram_size, rules) -> dict:
   for name, value in (("min_len", min_len), ("no_repeat_ngram_size", no_repeat_ngram_size)):
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
       raise ValueError(f"{name} must be a non-negative int (0 = off), got {value!r}")
-  return dict(min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size)
+  if not isinstance(rules, SearchRules):
+    raise TypeError(f"rules must be a SearchRules, got {type(rules).__name__}")
+  return dict(min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size, rules=rules)
 
 
 def _gather_beams(tree, flat_index):
@@ -198,7 +261,7 @@ def _gather_beams(tree, flat_index):
                                              "n_best", "bos_id", "eos_id", "return_attention", "vocab_size")
                    + _CONSTRAINTS)
 def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_len_b, max_len, n_best, bos_id,
-          eos_id, return_attention, vocab_size, min_len, no_repeat_ngram_size):
+          eos_id, return_attention, vocab_size, min_len, no_repeat_ngram_size, rules):
   k = beam_size
   src_mask = source_mask(src, src_mask)
   limit, length = _max_lengths(src_mask, max_len_a, max_len_b, max_len)
@@ -206,7 +269,8 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
   memory = model.apply(variables, src, src_mask, method=model.encode)
   memory = jax.tree_util.tree_map(lambda x: jnp.repeat(x, k, axis=0), memory)  # [B·K, ...]
   cache = model.apply(variables, memory, length, method=model.init_cache)
-  best_possible_lp = length_penalty(limit, alpha)  # [B]
+  penalty = functools.partial(length_penalty, alpha=alpha, form=rules.penalty)
+  best_possible_lp = penalty(limit)  # [B]
   offsets = (jnp.arange(batch) * k)[:, None]
 
   seqs0 = jnp.full((batch, k, length + 1), PAD_ID, jnp.int32).at[:, :, 0].set(bos_id)
@@ -230,11 +294,11 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
   def body(s):
     i = s["i"]
     tokens = s["alive_seqs"][:, :, i].reshape(batch * k)
-    logprobs, cache, a = _step(model, variables, tokens, memory, s["cache"], return_attention, vocab_size)
+    logprobs, cache, a = _step(model, variables, tokens, memory, s["cache"], return_attention, vocab_size, rules)
     vocab = logprobs.shape[-1]
     logprobs = _constrain(logprobs, s["alive_seqs"][:, :, 1:].reshape(batch * k, -1), i,
                           jnp.repeat(i + 1 >= limit, k), min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size,
-                          eos_id=eos_id)
+                          eos_id=eos_id, rules=rules)
     logprobs = logprobs.reshape(batch, k, vocab)
     cand = (s["alive_logp"][:, :, None] + logprobs).reshape(batch, k * vocab)
     cand_logp, cand_index = jax.lax.top_k(cand, 2 * k)  # [B, 2K]
@@ -248,9 +312,11 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
       cand_attn = jnp.take(s["alive_attn"].reshape(batch * k, length, src_len), flat, axis=0)
       cand_attn = cand_attn.reshape(batch, 2 * k, length, src_len).at[:, :, i].set(step_attn)
     is_eos = cand_token == eos_id
+    if rules.at_limit == "stop":  # a row at its limit ends every hypothesis there, EOS or not
+      is_eos = is_eos | (i + 1 >= limit)[:, None]
     # fairseq's rule: an EOS continuation is finished only if it ranks among the top K (so K=1 is greedy)
     finishing = is_eos & (jnp.arange(2 * k) < k)[None] & (cand_logp > NEG_INF / 2)
-    cand_scores = jnp.where(finishing, cand_logp / length_penalty(i + 1, alpha), NEG_INF)
+    cand_scores = jnp.where(finishing, cand_logp / penalty(i + 1), NEG_INF)
 
     # finished: best K of (old finished ∪ newly finished); rows already done stay frozen
     all_scores = jnp.concatenate([s["fin_scores"], cand_scores], axis=1)
@@ -273,9 +339,10 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
     if return_attention:
       alive_attn = jnp.take_along_axis(cand_attn, alive_top[:, :, None, None], axis=1)
 
-    # a row is done when K are finished and no alive hypothesis can beat the worst finished one
-    best_alive = alive_logp[:, 0] / best_possible_lp
-    done = s["done"] | ((fin_scores[:, -1] > NEG_INF / 2) & (fin_scores[:, -1] >= best_alive))
+    # a row is done when K are finished and no alive hypothesis can beat the worst finished one (by rules.stop)
+    best_alive = alive_logp[:, 0] / (best_possible_lp if rules.stop == "bound" else penalty(i + 1))
+    full = fin_scores[:, -1] > NEG_INF / 2
+    done = s["done"] | (full & ((fin_scores[:, -1] >= best_alive) | (rules.stop == "first")))
     done = done | (i + 1 >= limit)
     return dict(i=i + 1, alive_seqs=alive_seqs, alive_logp=alive_logp, alive_attn=alive_attn, cache=cache,
                 fin_seqs=fin_seqs, fin_scores=fin_scores, fin_logp=fin_logp, fin_attn=fin_attn, done=done)
@@ -284,7 +351,7 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
   # A row with fewer than n_best finished hypotheses (cut by the buffer) is completed from its alive ones.
   has_fin = s["fin_scores"] > NEG_INF / 2
   alive_len = jnp.sum(s["alive_seqs"][:, :, 1:] != PAD_ID, axis=-1)
-  alive_scores = s["alive_logp"] / length_penalty(alive_len, alpha)
+  alive_scores = s["alive_logp"] / penalty(alive_len)
   scores = jnp.concatenate([jnp.where(has_fin, s["fin_scores"], NEG_INF), alive_scores - 1e6], axis=1)
   best, order = jax.lax.top_k(scores, n_best)
   seqs = jnp.take_along_axis(jnp.concatenate([s["fin_seqs"], s["alive_seqs"]], axis=1), order[:, :, None], axis=1)
@@ -301,7 +368,8 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
 def beam_search(model, variables, src, *, src_mask=None, beam_size: int = 4, alpha: float = 0.6,
                 max_len_a: float = 1.5, max_len_b: int = 10, max_len: int | None = None, n_best: int = 1,
                 bos_id: int = BOS_ID, eos_id: int = EOS_ID, return_attention: bool = False,
-                vocab_size: int | None = None, min_len: int = 0, no_repeat_ngram_size: int = 0) -> DecodeResult:
+                vocab_size: int | None = None, min_len: int = 0, no_repeat_ngram_size: int = 0,
+                rules: SearchRules = ATTNJAX) -> DecodeResult:
   """Beam search with the GNMT length penalty (see the module docstring).
 
   Args:
@@ -310,15 +378,16 @@ def beam_search(model, variables, src, *, src_mask=None, beam_size: int = 4, alp
     alpha: length-penalty exponent α (0 = raw log-probability; the paper's Transformer used 0.6).
     n_best: hypotheses returned per sentence, best first (≤ K).
     vocab_size, min_len, no_repeat_ngram_size: as :func:`greedy_search`.
+    rules: :class:`SearchRules` (attnjax's by default).
 
   Returns:
     :class:`DecodeResult` with ``tokens [B, n_best, L]``, ``scores`` the length-normalised scores.
   """
   if not 1 <= n_best <= beam_size:
     raise ValueError(f"n_best must be in [1, beam_size={beam_size}], got {n_best}")
-  if alpha < 0:
+  if alpha < 0 and rules.stop == "bound":
     raise ValueError(f"alpha must be >= 0 (the early-stopping bound assumes it), got {alpha}")
   return _beam(model, variables, src, src_mask, beam_size=beam_size, alpha=float(alpha), max_len_a=max_len_a,
                max_len_b=max_len_b, max_len=max_len, n_best=n_best, bos_id=bos_id, eos_id=eos_id,
                return_attention=return_attention, vocab_size=vocab_size,
-               **_check_constraints(min_len, no_repeat_ngram_size))
+               **_check_constraints(min_len, no_repeat_ngram_size, rules))

@@ -8,6 +8,11 @@
 Prompts come from ``--prompt`` (repeatable), ``--input`` (one a line) or stdin. Each prints as one line per sample:
 the prompt and its continuation, up to ``--max_new_tokens`` tokens or the end of a document. Sampling (temperature,
 top-k, top-p: :mod:`attnjax.generation`) is reproducible from ``--seed``.
+
+``--workdir`` may also be a Hugging Face checkpoint directory that ``transformers`` wrote (GPT-2's:
+:mod:`attnjax.transfer.published`): the prompt is tokenized as its tokenizer does (GPT-2 adds no BOS), and what the
+flags leave unset comes from its ``generation_config.json`` (greedy or sampled, beams, the length limits), so that
+the output is the library's ``generate``; each line is then the tokenizer's decoding of prompt and continuation.
 """
 
 from __future__ import annotations
@@ -50,7 +55,6 @@ def main(argv):
   if _TEMPERATURE.value < 0 or not 0 < _TOP_P.value <= 1 or _TOP_K.value < 0 or _NUM_SAMPLES.value < 1:
     raise ValueError("--temperature must be >= 0, --top_p in (0, 1], --top_k >= 0 and --num_samples >= 1")
   from attnjax import generation, trained  # pylint: disable=g-import-not-at-top
-  from attnjax.tokens import BOS_ID  # pylint: disable=g-import-not-at-top
   loaded = trained.load_workdir(_WORKDIR.value, checkpoint=_CHECKPOINT.value)
   if loaded.config.model.name != "decoder_lm":
     raise ValueError(f"--workdir={_WORKDIR.value}: model.name is {loaded.config.model.name!r}; attnjax.generate "
@@ -60,25 +64,60 @@ def main(argv):
   progress = Progress("generating", len(prompts), "prompts")
   key = jax.random.PRNGKey(_SEED.value)
   for i, text in enumerate(prompts):
-    if _BEAM_SIZE.value:
-      prompt = np.asarray([[BOS_ID] + vocab.encode(text)], np.int32)
-      out = generation.beam(loaded.model, loaded.params, prompt, max_new_tokens=_MAX_NEW.value,
-                            beam_size=_BEAM_SIZE.value, alpha=_ALPHA.value, n_best=_NUM_SAMPLES.value,
-                            vocab_size=vocab.size).tokens[0]
-      _print(text, out, vocab)
-      progress.update(i + 1)
-      continue
-    ids = np.asarray([[BOS_ID] + vocab.encode(text)] * _NUM_SAMPLES.value, np.int32)
-    out = generation.generate(loaded.model, loaded.params, ids, jax.random.fold_in(key, i),
-                              max_new_tokens=_MAX_NEW.value, temperature=_TEMPERATURE.value, top_k=_TOP_K.value,
-                              top_p=_TOP_P.value, vocab_size=vocab.size)
-    _print(text, out, vocab)
+    ids = _prompt_ids(vocab, text)
+    s = _search(loaded, len(ids))
+    if s["beam_size"]:
+      out = generation.beam(loaded.model, loaded.params, np.asarray([ids], np.int32), max_new_tokens=s["max_new"],
+                            beam_size=s["beam_size"], alpha=s["alpha"], n_best=_NUM_SAMPLES.value,
+                            vocab_size=vocab.size, min_len=s["min_len"], rules=s["rules"]).tokens[0]
+    else:
+      out = generation.generate(loaded.model, loaded.params, np.asarray([ids] * _NUM_SAMPLES.value, np.int32),
+                                jax.random.fold_in(key, i), max_new_tokens=s["max_new"],
+                                temperature=s["temperature"], top_k=s["top_k"], top_p=s["top_p"],
+                                vocab_size=vocab.size, banned=s["rules"].banned, min_len=s["min_len"])
+    _print(text, ids, out, vocab)
     progress.update(i + 1)
 
 
-def _print(text, out, vocab):
+def _prompt_ids(vocab, text: str) -> list[int]:
+  """The prompt's ids: BOS and the text's for attnjax's vocabularies, a checkpoint tokenizer's own (GPT-2: no BOS)."""
+  if hasattr(vocab, "prompt_ids"):
+    ids = vocab.prompt_ids(text)
+    if not ids:
+      raise ValueError(f"the prompt {text!r} gives no token: the checkpoint's tokenizer adds no BOS to start from")
+    return ids
+  from attnjax.tokens import BOS_ID  # pylint: disable=g-import-not-at-top
+  return [BOS_ID] + vocab.encode(text)
+
+
+def _search(loaded, prompt_length: int) -> dict:
+  """How to continue a prompt: the flags, and for what they leave unset, a Hugging Face checkpoint's
+  ``generation_config.json`` (with its :class:`attnjax.decoding.SearchRules`)."""
+  from attnjax import decoding  # pylint: disable=g-import-not-at-top
+  g = None if loaded.checkpoint is None else loaded.checkpoint.generation
+  given = lambda flag: g is None or flags.FLAGS[flag].present
+  sampled = g is not None and g.do_sample
+  s = dict(beam_size=_BEAM_SIZE.value if given("beam_size") else (g.num_beams if g.num_beams > 1 else 0),
+           temperature=_TEMPERATURE.value if given("temperature") else (g.temperature if sampled else 0.0),
+           top_k=_TOP_K.value if given("top_k") else (g.top_k if sampled else 0),
+           top_p=_TOP_P.value if given("top_p") else (g.top_p if sampled else 1.0),
+           max_new=_MAX_NEW.value if given("max_new_tokens") else g.new_tokens(prompt_length),
+           alpha=_ALPHA.value if given("alpha") else g.length_penalty,
+           min_len=0 if g is None else g.min_new(prompt_length), rules=decoding.ATTNJAX)
+  if g is not None:
+    s["rules"] = decoding.SearchRules(**g.rules(loaded.checkpoint.vocab_map, prompt_length))
+    if not s["beam_size"] and (s["rules"].first_token is not None or s["rules"].at_limit == "forced_eos"):
+      raise ValueError(f"{loaded.workdir}: generation_config.json forces a first or last token, which attnjax "
+                       "applies in beam search only (--beam_size)")
+  return s
+
+
+def _print(text, prompt, out, vocab):
   from attnjax.tokens import EOS_ID, PAD_ID  # pylint: disable=g-import-not-at-top
   for row in np.asarray(out):
+    if hasattr(vocab, "prompt_ids"):  # the tokenizer's text of prompt and continuation, as the library decodes
+      print(vocab.decode(list(prompt) + row.tolist()).replace("\n", " "), flush=True)
+      continue
     tokens = [int(t) for t in row if t not in (PAD_ID, EOS_ID)]
     print(f"{text}{' ' if tokens else ''}{vocab.decode(tokens)}".replace("\n", " "), flush=True)
 

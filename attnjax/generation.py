@@ -41,10 +41,11 @@ def filter_logits(logits, *, temperature: float = 1.0, top_k: int = 0, top_p: fl
   return logits
 
 
-def next_token(logits, rng, *, temperature: float, top_k: int, top_p: float, vocab_size: int | None = None):
-  """``[B]`` int32: the argmax when ``temperature`` is 0, else a draw from the filtered distribution; never PAD, BOS
-  or an id at or past ``vocab_size`` (the rows a model's table is padded with)."""
-  logits = logits.astype(jnp.float32).at[..., PAD_ID].set(NEG_INF).at[..., BOS_ID].set(NEG_INF)
+def next_token(logits, rng, *, temperature: float, top_k: int, top_p: float, vocab_size: int | None = None,
+               banned: tuple[int, ...] = ()):
+  """``[B]`` int32: the argmax when ``temperature`` is 0, else a draw from the filtered distribution; never PAD, BOS,
+  an id of ``banned`` or an id at or past ``vocab_size`` (the rows a model's table is padded with)."""
+  logits = logits.astype(jnp.float32).at[..., jnp.asarray((PAD_ID, BOS_ID) + tuple(banned))].set(NEG_INF)
   if vocab_size is not None and vocab_size < logits.shape[-1]:
     logits = logits.at[..., vocab_size:].set(NEG_INF)
   if temperature == 0:
@@ -54,20 +55,24 @@ def next_token(logits, rng, *, temperature: float, top_k: int, top_p: float, voc
 
 
 @functools.partial(jax.jit, static_argnames=("model", "max_new_tokens", "temperature", "top_k", "top_p",
-                                             "vocab_size"))
+                                             "vocab_size", "banned", "min_len"))
 def generate(model, params, prompt, rng, *, max_new_tokens: int, temperature: float = 1.0, top_k: int = 0,
-             top_p: float = 1.0, vocab_size: int | None = None):
+             top_p: float = 1.0, vocab_size: int | None = None, banned: tuple[int, ...] = (), min_len: int = 0):
   """``[B, max_new_tokens]`` int32 continuations of ``prompt [B, P]`` (all rows the same prompt length; BOS first),
   PAD after a row's EOS. ``rng``: a key; the same key gives the same text. ``vocab_size``: the tokenizer's (the
-  model's table may be padded past it)."""
+  model's table may be padded past it); ``banned``: more ids never generated; ``min_len``: EOS only after that many
+  new tokens."""
   b, p = prompt.shape
   cache = model.apply({"params": params}, b, p + max_new_tokens, method=model.init_cache)
   logits, cache = model.apply({"params": params}, prompt, cache, method=model.decode)
   logits = logits[:, -1]  # [B, V]: the distribution of the first new token
-  sample = functools.partial(next_token, temperature=temperature, top_k=top_k, top_p=top_p, vocab_size=vocab_size)
+  sample = functools.partial(next_token, temperature=temperature, top_k=top_k, top_p=top_p, vocab_size=vocab_size,
+                             banned=banned)
 
   def body(i, carry):
     out, logits, cache, done = carry
+    if min_len:
+      logits = jnp.where((i < min_len) & (jnp.arange(logits.shape[-1]) == EOS_ID), NEG_INF, logits)
     token = sample(logits, jax.random.fold_in(rng, i))
     token = jnp.where(done, PAD_ID, token)
     out = out.at[:, i].set(token)
@@ -103,19 +108,22 @@ class _Continuation(nn.Module):
 
 
 @functools.partial(jax.jit, static_argnames=("model", "max_new_tokens", "beam_size", "alpha", "n_best",
-                                             "vocab_size", "last"))
-def _beam(model, params, prompt, *, max_new_tokens, beam_size, alpha, n_best, vocab_size, last):
+                                             "vocab_size", "last", "min_len", "rules"))
+def _beam(model, params, prompt, *, max_new_tokens, beam_size, alpha, n_best, vocab_size, last, min_len, rules):
   from attnjax import decoding  # pylint: disable=g-import-not-at-top
   return decoding.beam_search(_Continuation(model), {"params": {"lm": params}}, prompt, beam_size=beam_size,
                               alpha=alpha, max_len_a=0.0, max_len_b=max_new_tokens, n_best=n_best, bos_id=last,
-                              vocab_size=vocab_size)
+                              vocab_size=vocab_size, min_len=min_len, rules=rules)
 
 
 def beam(model, params, prompt, *, max_new_tokens: int, beam_size: int = 4, alpha: float = 0.6, n_best: int = 1,
-         vocab_size: int | None = None):
+         vocab_size: int | None = None, min_len: int = 0, rules=None):
   """Beam search continuations of one prompt ``[1, P]`` (BOS first): ``DecodeResult`` with ``tokens [1, n_best,
-  max_new_tokens]`` (EOS included, PAD after it), best first by the GNMT-normalised score."""
+  max_new_tokens]`` (EOS included, PAD after it), best first by the GNMT-normalised score (or as ``rules``, a
+  :class:`attnjax.decoding.SearchRules`, say); ``min_len`` new tokens at least before EOS."""
+  from attnjax import decoding  # pylint: disable=g-import-not-at-top
   if prompt.shape[0] != 1:
     raise ValueError(f"beam search continues one prompt at a time, got a batch of {prompt.shape[0]}")
   return _beam(model, params, prompt, max_new_tokens=max_new_tokens, beam_size=beam_size, alpha=float(alpha),
-               n_best=n_best, vocab_size=vocab_size, last=int(prompt[0, -1]))
+               n_best=n_best, vocab_size=vocab_size, last=int(prompt[0, -1]), min_len=min_len,
+               rules=decoding.ATTNJAX if rules is None else rules)

@@ -29,7 +29,7 @@ import numpy as np
 from attnjax import fs
 from attnjax.progress import Progress
 from attnjax.data.vocab import UNK_ID
-from attnjax.decoding import beam_search, greedy_search
+from attnjax.decoding import ATTNJAX, SearchRules, beam_search, greedy_search
 from attnjax.models.interface import PAD_ID
 from attnjax.models.registry import build_model
 from attnjax.runtime import partitioning
@@ -104,7 +104,8 @@ class Decoder:
 
   def __init__(self, model, mesh, *, decode: str = "beam", beam_size: int = 4, alpha: float = 0.6,
                max_len_a: float = 1.5, max_len_b: int = 10, n_best: int = 1, return_attention: bool = False,
-               vocab_size: int | None = None, min_len: int = 0, no_repeat_ngram_size: int = 0):
+               vocab_size: int | None = None, min_len: int = 0, no_repeat_ngram_size: int = 0,
+               rules: SearchRules = ATTNJAX):
     if decode not in ("beam", "greedy"):
       raise ValueError(f"decode must be 'beam' or 'greedy', got {decode!r}")
     if decode == "greedy" and n_best != 1:
@@ -114,7 +115,7 @@ class Decoder:
     self.traced_shapes: list[tuple[int, ...]] = []  # the per-device src shapes compiled (each device's share)
     # vocab_size: the real target vocabulary; PAD, BOS and the padded ids past it are never emitted
     common = dict(max_len_a=max_len_a, max_len_b=max_len_b, return_attention=return_attention, vocab_size=vocab_size,
-                  min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size)
+                  min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size, rules=rules)
 
     def local(params, src):  # one device's rows: the search never looks at another row
       self.traced_shapes.append(tuple(src.shape))
@@ -308,8 +309,12 @@ def build_model_for(config, vocabularies):
 
 def decoder_for(model, mesh, eval_cfg, *, vocab_size: int | None = None, n_best: int = 1,
                 return_attention: bool = False) -> Decoder:
-  """A :class:`Decoder` with the search settings of ``config.eval``; ``vocab_size`` the real target vocabulary's."""
+  """A :class:`Decoder` with the search settings of ``config.eval``; ``vocab_size`` the real target vocabulary's.
+  ``eval.rules``, where a config has it (a Hugging Face checkpoint's: :func:`attnjax.trained.checkpoint_config`),
+  are the :class:`attnjax.decoding.SearchRules`."""
+  rules = eval_cfg.get("rules")
+  rules = ATTNJAX if rules is None else SearchRules(**(rules.to_dict() if hasattr(rules, "to_dict") else rules))
   return Decoder(model, mesh, decode=eval_cfg.decode, beam_size=eval_cfg.beam_size, alpha=eval_cfg.alpha,
                  max_len_a=eval_cfg.max_len_a, max_len_b=eval_cfg.max_len_b, n_best=n_best,
                  return_attention=return_attention, vocab_size=vocab_size, min_len=eval_cfg.get("min_len", 0),
-                 no_repeat_ngram_size=eval_cfg.get("no_repeat_ngram_size", 0))
+                 no_repeat_ngram_size=eval_cfg.get("no_repeat_ngram_size", 0), rules=rules)

@@ -3,6 +3,11 @@
 :func:`load_workdir` reads nothing else: no optimiser state, no training batcher, no training split
 (``python -m attnjax.evaluate``, ``python -m attnjax.translate``, ``python -m attnjax.generate``). The vocabularies
 are the ones the run's task family keeps in the workdir (:meth:`attnjax.families.base.TaskFamily.load_vocabularies`).
+
+A Hugging Face checkpoint directory (``config.json`` with a ``model_type``: :mod:`attnjax.transfer.published`) loads
+in its place: its model, its tokenizer as the vocabularies, and a config whose ``eval`` section is its
+``generation_config.json`` (:func:`checkpoint_config`), so that translating and generating with it decode as the
+library does.
 """
 
 from __future__ import annotations
@@ -32,6 +37,35 @@ class Loaded:
   params: Any
   step: int
   steps: tuple[int, ...]  # the checkpoints whose parameters were averaged (one unless average_last)
+  checkpoint: Any = None  # a Hugging Face directory's attnjax.transfer.published.Imported (its generation settings)
+
+
+def checkpoint_config(imported):
+  """The config of a Hugging Face checkpoint directory: :func:`attnjax.config.base_config` with its model
+  (:func:`attnjax.transfer.published.model_config`), no padding of its vocabulary, sources as long as its positions
+  allow, and its ``generation_config.json`` as ``eval`` (decoding, beams, α, length limits, ``eval.rules`` of
+  :class:`attnjax.decoding.SearchRules`)."""
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  from attnjax.transfer import published  # pylint: disable=g-import-not-at-top
+  config = config_lib.base_config()
+  config.model = ml_collections.ConfigDict(published.model_config(imported.kind, imported.config,
+                                                                  imported.vocab_map))
+  config.data.vocab_multiple = 1
+  config.data.max_src_len = config.data.max_tgt_len = int(config.model.max_length)
+  g = imported.generation
+  with config.eval.unlocked():
+    config.eval.update(decode="beam" if g.num_beams > 1 else "greedy", beam_size=g.num_beams,
+                       alpha=float(g.length_penalty), max_len_a=0.0, max_len_b=g.new_tokens(1), min_len=g.min_new(1),
+                       no_repeat_ngram_size=g.no_repeat_ngram_size, rules=g.rules(imported.vocab_map, 1))
+  return config
+
+
+def load_config(workdir: str):
+  """The config of a workdir, or of a Hugging Face checkpoint directory (:func:`checkpoint_config`)."""
+  from attnjax.transfer import published  # pylint: disable=g-import-not-at-top
+  if published.is_checkpoint_dir(workdir):
+    return checkpoint_config(published.import_checkpoint(workdir))
+  return config_lib.load_config(workdir)
 
 
 def load_workdir(workdir: str, *, checkpoint: str = "best", average_last: int | None = None,
@@ -45,6 +79,9 @@ def load_workdir(workdir: str, *, checkpoint: str = "best", average_last: int | 
     average_last: average the parameters of the last N kept checkpoints instead.
     config: the workdir's config with overrides applied (default: as saved).
   """
+  from attnjax.transfer import published  # pylint: disable=g-import-not-at-top
+  if published.is_checkpoint_dir(workdir):
+    return _load_checkpoint_dir(workdir, config)
   config = config_lib.load_config(workdir) if config is None else config
   vocabularies = families.load_vocabularies(config.data, workdir)
   model = build_model_for(config, vocabularies)
@@ -64,3 +101,17 @@ def load_workdir(workdir: str, *, checkpoint: str = "best", average_last: int | 
   if len(steps) > 1:
     logging.info("averaged the parameters of steps %s", list(steps))
   return Loaded(str(workdir), config, vocabularies, model, mesh, replicate(params, mesh), steps[-1], steps)
+
+
+def _load_checkpoint_dir(model_dir: str, config=None) -> Loaded:
+  """A Hugging Face checkpoint directory as a :class:`Loaded` (step 0): its weights, tokenizer and generation
+  settings; ``config``: :func:`checkpoint_config`'s with overrides (its ``model.implementation`` is used)."""
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from attnjax.transfer import published  # pylint: disable=g-import-not-at-top
+  imported = published.import_checkpoint(model_dir)
+  config = checkpoint_config(imported) if config is None else config
+  model = imported.module.clone(implementation=config.model.get("implementation", "auto"))
+  mesh = inference_mesh(config)
+  params = jax.tree_util.tree_map(lambda x: jnp.asarray(x, model.param_dtype), imported.params)
+  return Loaded(str(model_dir), config, tasks.Vocabularies(imported.source, imported.target), model, mesh,
+                replicate(params, mesh), 0, (0,), imported)

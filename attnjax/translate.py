@@ -4,6 +4,10 @@
                                 [--average_last=N] [--beam_size=4] [--alpha=0.6] [--n_best=1] [--batch_size=64]
     echo "A man is riding a bike ." | python -m attnjax.translate --workdir=runs/multi30k
 
+``--workdir`` may also be a Hugging Face checkpoint directory that ``transformers`` wrote (a Marian or Pegasus
+model: opus-mt's, say; :mod:`attnjax.transfer.published`): its tokenizer, and its ``generation_config.json`` for what
+the flags leave unset, so that the output is the library's ``generate``.
+
 Reads one sentence per line (stdin, or ``--input``: a local path or a bucket URL, gzipped or not) and writes one
 translation per line in the same order (stdout, or ``--output``). With ``--n_best=K > 1`` every input gives K lines
 ``<input line number>\\t<score>\\t<hypothesis>``, best first (the score is the length-normalised log-probability).
@@ -18,7 +22,7 @@ import sys
 
 from absl import app, flags
 
-from attnjax import cli, config as config_lib
+from attnjax import cli
 from attnjax import fs, inference, trained
 from attnjax.data import squad
 from attnjax.runtime.processes import quiet_orbax_logging
@@ -37,8 +41,9 @@ _BATCH_SIZE = flags.DEFINE_integer("batch_size", None, "sentences per decoding s
 
 def translate_lines(workdir: str, lines: list[str], *, checkpoint: str = "best", average_last: int | None = None,
                     n_best: int = 1, eval_overrides: dict | None = None) -> inference.Translations:
-  """Translations of ``lines`` by the workdir's model (see the module docstring)."""
-  config = config_lib.load_config(workdir)
+  """Translations of ``lines`` by the workdir's model (see the module docstring); ``workdir`` may be a Hugging Face
+  checkpoint directory (:func:`attnjax.trained.load_config`)."""
+  config = trained.load_config(workdir)
   if config.data.source in squad.QA_SOURCES:
     raise ValueError(f"{workdir} holds an extractive QA model (model.name={config.model.name!r}): it answers "
                      "questions about a context, use python -m attnjax.evaluate")

@@ -24,7 +24,8 @@ import jax.numpy as jnp
 from attnjax.kernels.common import accumulation_dtype
 from attnjax.layers.dropout import DROPOUT_BITS, Dropout
 from attnjax.layers.embedding import POSITIONAL_ENCODINGS, PositionalEncoding, TokenEmbedding
-from attnjax.models.transformer import LayerConfig, _layer_norm
+from attnjax.models.transformer import LayerConfig, _layer_norm, check_vocab_map, mapped_logits
+from attnjax.tokens import VocabularyMap
 
 
 class LMLayer(nn.Module):
@@ -60,6 +61,9 @@ class DecoderLM(nn.Module):
     max_length: the learned position table's rows (and the longest cache).
     max_relative_distance: Shaw's clipping distance / T5's largest bucket distance.
     activation: the FFN's nonlinearity (``"gelu_tanh"``: GPT-2's).
+    layer_norm_epsilon: every LayerNorm's ε (GPT-2's is 1e-5).
+    vocab_map: ``(rows, pad, bos, eos, unk)`` of :class:`attnjax.tokens.VocabularyMap` for a model imported with
+      another library's table (GPT-2's, whose ``<|endoftext|>`` is BOS and EOS); ``()``: the table is attnjax's ids.
     implementation: the attention kernel (:func:`attnjax.kernels.scaled_dot_product_attention`).
     dtype / param_dtype: compute and parameter dtypes; logits are float32 (float64 for a float64 model).
   """
@@ -74,6 +78,8 @@ class DecoderLM(nn.Module):
   max_length: int = 1024
   max_relative_distance: int = 32
   activation: str = "gelu_tanh"
+  layer_norm_epsilon: float = 1e-6
+  vocab_map: tuple[int, ...] = ()
   implementation: str = "auto"
   dropout_bits: str = "hash"
   dtype: Any = jnp.float32
@@ -90,6 +96,9 @@ class DecoderLM(nn.Module):
       raise ValueError(f"positional must be one of {POSITIONAL_ENCODINGS}, got {self.positional!r}")
     if self.dropout_bits not in DROPOUT_BITS:
       raise ValueError(f"dropout_bits must be one of {DROPOUT_BITS}, got {self.dropout_bits!r}")
+    if not self.layer_norm_epsilon > 0:
+      raise ValueError(f"layer_norm_epsilon must be positive, got {self.layer_norm_epsilon!r}")
+    check_vocab_map(self.vocab_map, vocab_size=self.vocab_size)
     super().__post_init__()
 
   def setup(self):
@@ -98,21 +107,25 @@ class DecoderLM(nn.Module):
                       relu_dropout_rate=0.0, pre_norm=True, relative=relative,
                       max_relative_distance=self.max_relative_distance, implementation=self.implementation,
                       dtype=self.dtype, param_dtype=self.param_dtype, dropout_bits=self.dropout_bits,
-                      activation=self.activation)
+                      activation=self.activation, layer_norm_epsilon=self.layer_norm_epsilon)
     # Sinusoidal positions have norm √(D/2) whatever D; the embeddings (std D^-1/2, norm ~1) are multiplied by √D
     # against them, as Vaswani et al. (§3.4) do, lest the positions drown the tokens. Learned positions start as
     # small as the embeddings (GPT-2), and relative ones add nothing here.
-    self.embed = TokenEmbedding(self.vocab_size, self.d_model, scale=self.positional == "sinusoidal",
-                                dtype=self.dtype, param_dtype=self.param_dtype, name="embed")
+    self.mapped = VocabularyMap.of(self.vocab_map)
+    self.embed = TokenEmbedding(self.vocab_size if self.mapped is None else self.mapped.rows, self.d_model,
+                                scale=self.positional == "sinusoidal", dtype=self.dtype, param_dtype=self.param_dtype,
+                                name="embed")
     self.positions = PositionalEncoding(self.positional, self.d_model, self.max_length, self.dtype, self.param_dtype)
     self.layers = [LMLayer(cfg, name=f"layer_{i}") for i in range(self.num_layers)]
-    self.final_norm = _layer_norm(self.dtype, self.param_dtype)
+    self.final_norm = _layer_norm(self.dtype, self.param_dtype, self.layer_norm_epsilon)
     self.dropout = Dropout(self.dropout_rate, self.dropout_bits)
 
   def _run(self, ids, positions, segments, caches, cache_index, deterministic):
     if self.positional == "learned" and ids.shape[1] > self.max_length and caches is None:
       raise ValueError(f"rows of {ids.shape[1]} tokens are longer than the learned position table "
                        f"(max_length={self.max_length})")
+    if self.mapped is not None:  # attnjax's ids -> the table's rows
+      ids = jnp.take(jnp.asarray(self.mapped.input_rows(self.vocab_size)), ids)
     x = self.embed(ids)
     pe = self.positions(positions)
     if pe is not None:
@@ -124,7 +137,7 @@ class DecoderLM(nn.Module):
                        cache=None if caches is None else caches[i], cache_index=cache_index,
                        deterministic=deterministic)
       new_caches.append(cache)
-    logits = self.embed.attend(self.final_norm(x))
+    logits = mapped_logits(self.embed.attend(self.final_norm(x)), self.mapped, self.vocab_size)
     return logits.astype(accumulation_dtype(self.dtype)), tuple(new_caches)
 
   def __call__(self, ids, segment_ids=None, positions=None, *, deterministic=True):

@@ -54,6 +54,8 @@ def build_model(model_cfg, *, src_vocab_size: int, tgt_vocab_size: int):
     if key not in fields:
       settable = sorted(fields - set(_FILLED_IN))
       raise ValueError(f"model.{key} is not a field of {MODELS[name].__name__} (fields: {settable})")
+    if isinstance(value, list):  # a tuple field read back from a config's JSON (a module's fields are hashed)
+      value = tuple(value)
     if key in ("dtype", "param_dtype") and isinstance(value, str):
       if value not in _DTYPES:
         raise ValueError(f"model.{key} must be one of {sorted(_DTYPES)}, got {value!r}")

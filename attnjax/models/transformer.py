@@ -29,6 +29,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from attnjax.kernels.common import accumulation_dtype
 from attnjax.layers.attention import MultiHeadAttention
@@ -36,6 +37,7 @@ from attnjax.layers.copy import PointerGate, mix_log_probs
 from attnjax.layers.dropout import DROPOUT_BITS, Dropout
 from attnjax.layers.embedding import POSITIONAL_ENCODINGS, PositionalEncoding, TokenEmbedding
 from attnjax.models.interface import PER_SOURCE, DecoderOutput, source_mask
+from attnjax.tokens import VocabularyMap
 
 PRESETS = {
     # Vaswani et al. 2017, Table 3: N=6, d_model, d_ff, h, P_drop; label smoothing 0.1 belongs to the loss.
@@ -57,12 +59,37 @@ def _layer_norm(dtype, param_dtype, epsilon=1e-6):
 
 
 # The feed-forward network's nonlinearity by name: the Transformer's ReLU (eq. 2), BERT's exact GELU
-# x Φ(x) (Hendrycks & Gimpel 2016; Hugging Face's "gelu"), and GELU's tanh approximation (GPT-2's, "gelu_new").
+# x Φ(x) (Hendrycks & Gimpel 2016; Hugging Face's "gelu"), GELU's tanh approximation (GPT-2's, "gelu_new"), and
+# SiLU x σ(x) (Elfwing et al. 2018; "swish", which Marian's opus-mt models use).
 ACTIVATIONS = {
     "relu": nn.relu,
     "gelu": lambda x: jax.nn.gelu(x, approximate=False),
     "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+    "silu": nn.silu,
 }
+BLOCKED_LOGIT = -1.0e9  # the logit of an id that a vocabulary map gives no row (exp of it is 0 in any float)
+
+
+def mapped_logits(logits, vocab_map: VocabularyMap | None, size: int):
+  """``logits [..., rows]`` over a table's ids as ``[..., size]`` over attnjax's (see
+  :class:`attnjax.tokens.VocabularyMap`): re-ordered, the ids without a row blocked; unchanged without a map."""
+  if vocab_map is None:
+    return logits
+  rows = vocab_map.output_rows(size)
+  out = jnp.take(logits, jnp.asarray(np.maximum(rows, 0)), axis=-1)
+  return jnp.where(jnp.asarray(rows >= 0), out, jnp.asarray(BLOCKED_LOGIT, logits.dtype))
+
+
+def check_vocab_map(vocab_map, **sizes) -> None:
+  """``vocab_map`` (a :meth:`VocabularyMap.as_tuple` or empty) valid and fitting each attnjax vocabulary size in
+  ``sizes``; ValueError naming the field."""
+  try:
+    mapped = VocabularyMap.of(vocab_map)
+  except (TypeError, ValueError) as e:
+    raise ValueError(f"vocab_map must be (rows, pad, bos, eos, unk), got {vocab_map!r}: {e}") from None
+  for name, size in sizes.items():
+    if mapped is not None and size < mapped.size:
+      raise ValueError(f"{name}={size} is below the {mapped.size} ids that vocab_map={tuple(vocab_map)} gives")
 
 
 class FeedForward(nn.Module):
@@ -222,6 +249,13 @@ class Transformer(nn.Module):
       returns log-probabilities of the mixed distribution where it returned logits.
     layer_norm_epsilon: every LayerNorm's ε (1e-6; 1e-5 is torch's, which Hugging Face's Marian and Pegasus fix, so
       a model trained with it exports to them exactly: :mod:`attnjax.transfer.seq2seq`).
+    activation: the feed-forward networks' nonlinearity, one of :data:`ACTIVATIONS` (ReLU in the paper).
+    scale_embeddings: token embeddings times sqrt(d_model) (§3.4); False leaves them as they are.
+    final_logits_bias: a bias on the tied output layer's logits (Marian's and Pegasus's ``final_logits_bias``; an
+      untied output layer has its own).
+    vocab_map: ``(rows, pad, bos, eos, unk)`` of :class:`attnjax.tokens.VocabularyMap` for a model imported with
+      another library's table (rows in that table's order, one table for source, target and output); ``()``: the
+      tables are attnjax's ids. The vocabulary sizes are then the attnjax ids' and the tables have ``rows`` rows.
     dtype, param_dtype: computation and parameter dtypes (e.g. bfloat16 compute, float32 params).
   """
   src_vocab_size: int
@@ -247,11 +281,22 @@ class Transformer(nn.Module):
   dropout_bits: str = "hash"
   copy: bool = False
   layer_norm_epsilon: float = 1e-6
+  activation: str = "relu"
+  scale_embeddings: bool = True
+  final_logits_bias: bool = False
+  vocab_map: tuple[int, ...] = ()
   dtype: Any = jnp.float32
   param_dtype: Any = jnp.float32
 
   def __post_init__(self):
     # Checked at construction, i.e. when a config becomes a model, before anything is initialised or compiled.
+    if self.activation not in ACTIVATIONS:
+      raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+    if self.final_logits_bias and not self.tie_decoder_embeddings:
+      raise ValueError("final_logits_bias=True is the tied output layer's bias (an untied one has its own)")
+    check_vocab_map(self.vocab_map, src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size)
+    if self.vocab_map and not self.share_source_embeddings:
+      raise ValueError("vocab_map needs share_source_embeddings=True: one table for the source and the target")
     for name in ("num_heads", "d_model", "d_ff"):
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -293,10 +338,12 @@ class Transformer(nn.Module):
     cfg = LayerConfig(self.d_model, self.num_heads, self.d_ff, self.dropout_rate, self.attention_dropout_rate,
                       self.relu_dropout_rate, self.pre_norm, relative, self.max_relative_distance, self.implementation,
                       self.dtype, self.param_dtype, self.attention_type, self.local_window, self.dropout_bits,
-                      layer_norm_epsilon=self.layer_norm_epsilon)
-    embed = lambda vocab, name: TokenEmbedding(vocab, self.d_model, dtype=self.dtype, param_dtype=self.param_dtype,
-                                               name=name)
-    self.tgt_embed = embed(self.tgt_vocab_size, "tgt_embed")
+                      activation=self.activation, layer_norm_epsilon=self.layer_norm_epsilon)
+    embed = lambda vocab, name: TokenEmbedding(vocab, self.d_model, scale=self.scale_embeddings, dtype=self.dtype,
+                                               param_dtype=self.param_dtype, name=name)
+    self.mapped = VocabularyMap.of(self.vocab_map)
+    rows = self.tgt_vocab_size if self.mapped is None else self.mapped.rows
+    self.tgt_embed = embed(rows, "tgt_embed")
     self.src_embed = self.tgt_embed if self.share_source_embeddings else embed(self.src_vocab_size, "src_embed")
     self.positions = PositionalEncoding(self.positional, self.d_model, self.max_length, self.dtype, self.param_dtype)
     self.encoder_layers = [EncoderLayer(cfg, name=f"encoder_{i}") for i in range(self.num_encoder_layers)]
@@ -305,13 +352,18 @@ class Transformer(nn.Module):
       self.encoder_norm = _layer_norm(self.dtype, self.param_dtype, self.layer_norm_epsilon)
       self.decoder_norm = _layer_norm(self.dtype, self.param_dtype, self.layer_norm_epsilon)
     if not self.tie_decoder_embeddings:
-      self.logits_dense = _dense(self.tgt_vocab_size, ("embed", "vocab"), accumulation_dtype(self.dtype),
-                                 self.param_dtype)
+      self.logits_dense = _dense(rows, ("embed", "vocab"), accumulation_dtype(self.dtype), self.param_dtype)
+    if self.final_logits_bias:
+      self.logits_bias = self.param("final_logits_bias",
+                                    nn.with_logical_partitioning(nn.initializers.zeros_init(), ("vocab",)), (rows,),
+                                    self.param_dtype)
     self.input_dropout = Dropout(self.dropout_rate, self.dropout_bits)
     if self.copy:
       self.pointer = PointerGate(self.dtype, name="pointer")
 
   def _embed(self, embed, ids, positions, deterministic):
+    if self.mapped is not None:  # attnjax's ids -> the table's rows
+      ids = jnp.take(jnp.asarray(self.mapped.input_rows(self.tgt_vocab_size)), ids)
     x = embed(ids)
     pe = self.positions(positions)
     if pe is not None:
@@ -392,6 +444,9 @@ class Transformer(nn.Module):
       x = self.decoder_norm(x)
     logits_dtype = accumulation_dtype(self.dtype)  # float32 for half precision, float64 for a float64 model
     logits = self.tgt_embed.attend(x) if self.tie_decoder_embeddings else self.logits_dense(x.astype(logits_dtype))
+    if self.final_logits_bias:
+      logits = logits + self.logits_bias.astype(logits.dtype)
+    logits = mapped_logits(logits, self.mapped, self.tgt_vocab_size)
     if self.copy:  # the copy distribution: the last layer's cross-attention, averaged over the heads
       p_gen = self.pointer(x)
       logits = mix_log_probs(logits, p_gen, weights.mean(axis=1), memory["src_ids"])

@@ -9,7 +9,10 @@ layers store ``[in, out]`` as Flax does; the query, key and value projections ar
 
 Refused, naming the option: sinusoidal positions (this LM scales its embeddings by √D against them, and a tied
 output layer then cannot be written as GPT-2's unscaled one; GPT-2 has no sinusoid either), relative and T5
-positions.
+positions. A model imported from a checkpoint the library wrote (:mod:`attnjax.transfer.published`) keeps that
+checkpoint's table and ids (its ``vocab_map``), which its export writes back over the checkpoint's own
+``config.json`` (``base``); its tensors are read with or without the ``transformer.`` prefix (the original GPT-2 files
+were saved without it).
 """
 
 from __future__ import annotations
@@ -19,12 +22,17 @@ import json
 
 import numpy as np
 
-from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID
+from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID, VocabularyMap
 from attnjax.transfer.bert import CheckpointError
-from attnjax.transfer.seq2seq import GENERATION_FILE, ExportError, import_directory
+from attnjax.transfer.seq2seq import GENERATION_FILE, HF_ACTIVATIONS as _ACTIVATIONS, ExportError, import_directory
 
 _KEY = "attnjax_model"
-_ACTIVATIONS = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
+
+
+def table_rows(module) -> int:
+  """Rows of ``module``'s embedding table: its vocabulary's, or its ``vocab_map``'s."""
+  mapped = VocabularyMap.of(module.vocab_map)
+  return module.vocab_size if mapped is None else mapped.rows
 
 
 def check_exportable(module) -> None:
@@ -39,18 +47,25 @@ def check_exportable(module) -> None:
     raise ExportError(f"this LM cannot be exported to Hugging Face: activation={module.activation!r}")
 
 
-def config_from_module(module, *, vocab_size: int | None = None) -> dict:
-  """GPT-2's ``config.json`` for ``module``; ``vocab_size`` the real vocabulary when the table is padded past it."""
+def config_from_module(module, *, vocab_size: int | None = None, base: dict | None = None) -> dict:
+  """GPT-2's ``config.json`` for ``module``; ``vocab_size`` the real vocabulary when the table is padded past it;
+  ``base``: a checkpoint's own ``config.json`` whose other keys are kept (an imported model's)."""
   check_exportable(module)
   fields = {f.name: getattr(module, f.name) for f in dataclasses.fields(module)
             if f.name not in ("parent", "name", "dtype", "param_dtype", "implementation")}
-  return dict(model_type="gpt2", architectures=["GPT2LMHeadModel"], vocab_size=module.vocab_size,
-              n_positions=module.max_length, n_embd=module.d_model, n_layer=module.num_layers, n_head=module.num_heads,
-              n_inner=module.d_ff, activation_function=_ACTIVATIONS[module.activation],
-              layer_norm_epsilon=1e-6, resid_pdrop=module.dropout_rate, embd_pdrop=module.dropout_rate,
-              attn_pdrop=module.attention_dropout_rate, scale_attn_weights=True, tie_word_embeddings=True,
-              bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID,
-              **{_KEY: dict(fields, real_vocab_size=vocab_size or module.vocab_size)})
+  fields = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}  # as JSON reads them back
+  mapped = VocabularyMap.of(module.vocab_map)
+  ids = dict(bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID)
+  if mapped is not None:
+    ids = dict(bos_token_id=mapped.bos, eos_token_id=mapped.eos, pad_token_id=None if mapped.pad < 0 else mapped.pad)
+  config = dict(base or {})
+  config.update(model_type="gpt2", architectures=["GPT2LMHeadModel"], vocab_size=table_rows(module),
+                n_positions=module.max_length, n_embd=module.d_model, n_layer=module.num_layers,
+                n_head=module.num_heads, n_inner=module.d_ff, activation_function=_ACTIVATIONS[module.activation],
+                layer_norm_epsilon=module.layer_norm_epsilon, resid_pdrop=module.dropout_rate,
+                embd_pdrop=module.dropout_rate, attn_pdrop=module.attention_dropout_rate, scale_attn_weights=True,
+                tie_word_embeddings=True, **ids, **{_KEY: dict(fields, real_vocab_size=vocab_size or module.vocab_size)})
+  return config
 
 
 def module_from_config(config: dict, path: str = "config.json", **overrides):
@@ -58,7 +73,7 @@ def module_from_config(config: dict, path: str = "config.json", **overrides):
   if config.get("model_type") != "gpt2" or _KEY not in config:
     raise CheckpointError(f"{path}: not an attnjax DecoderLM exported as GPT-2 (model_type "
                           f"{config.get('model_type')!r}, no {_KEY!r} record)")
-  fields = {k: v for k, v in config[_KEY].items() if k != "real_vocab_size"}
+  fields = {k: tuple(v) if isinstance(v, list) else v for k, v in config[_KEY].items() if k != "real_vocab_size"}
   try:
     return DecoderLM(**fields, **overrides)
   except (TypeError, ValueError) as e:
@@ -67,7 +82,7 @@ def module_from_config(config: dict, path: str = "config.json", **overrides):
 
 def _shapes(module) -> dict[str, tuple[int, ...]]:
   d, f = module.d_model, module.d_ff
-  shapes = {"transformer.wte.weight": (module.vocab_size, d), "transformer.wpe.weight": (module.max_length, d),
+  shapes = {"transformer.wte.weight": (table_rows(module), d), "transformer.wpe.weight": (module.max_length, d),
             "transformer.ln_f.weight": (d,), "transformer.ln_f.bias": (d,)}
   for i in range(module.num_layers):
     h = f"transformer.h.{i}."
@@ -108,6 +123,8 @@ def tensors_from_params(module, params) -> dict[str, np.ndarray]:
 
 def params_from_tensors(module, tensors, path: str = "model.safetensors") -> dict:
   """``module``'s parameter tree from GPT-2's tensors, each checked for presence, shape and dtype."""
+  if "transformer.wte.weight" not in tensors and "wte.weight" in tensors:  # saved from GPT2Model: no prefix
+    tensors = {**tensors, **{f"transformer.{k}": v for k, v in tensors.items()}}
   for name, shape in _shapes(module).items():
     if name not in tensors:
       raise CheckpointError(f"{path}: tensor {name} is missing")

@@ -29,7 +29,10 @@ Three things differ, and are handled here:
   attention, and (for pre-norm) separate source and target embeddings.
 
 The decoder starts from BOS (``decoder_start_token_id`` 1); ``generation_config.json`` suppresses PAD, BOS and the
-padding ids past the real vocabulary, which attnjax's searches never emit either.
+padding ids past the real vocabulary, which attnjax's searches never emit either. A model imported from a checkpoint
+the library wrote (:mod:`attnjax.transfer.published`) keeps that checkpoint's table and ids (its ``vocab_map``):
+its export writes them back, over the checkpoint's own ``config.json`` (``base``), with its activation, embedding
+scale and ``final_logits_bias``.
 """
 
 from __future__ import annotations
@@ -40,13 +43,16 @@ from typing import Any
 
 import numpy as np
 
-from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID
+from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID, VocabularyMap
 from attnjax.transfer.bert import CheckpointError
 
 HF_LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default, which the BART family does not let a config change
 GENERATION_FILE = "generation_config.json"
-_KEY = "attnjax_model"  # config.json's record of the Transformer's fields, for an exact return
+RECORD = "attnjax_model"  # config.json's record of the model's fields, for an exact return
+_KEY = RECORD
 _ARCHITECTURES = {False: ("marian", "MarianMTModel"), True: ("pegasus", "PegasusForConditionalGeneration")}
+# attnjax.models.transformer.ACTIVATIONS -> config.json's activation_function
+HF_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "swish"}
 
 
 class ExportError(ValueError):
@@ -70,6 +76,7 @@ def check_exportable(module) -> None:
        "pre_norm=True with separate source and target embeddings (share_source_embeddings=False): Pegasus, the "
        "pre-norm architecture, has one embedding for both sides"),
       (module.num_encoder_layers < 1 or module.num_decoder_layers < 1, "a stack without layers"),
+      (module.activation not in HF_ACTIVATIONS, f"activation={module.activation!r}"),
   ]
   for refused, why in refusals:
     if refused:
@@ -79,27 +86,39 @@ def check_exportable(module) -> None:
 # --------------------------------------------------------------------------------------------- the config
 
 
-def config_from_module(module, *, vocab_size: int | None = None) -> dict:
+def table_rows(module, side: str = "tgt") -> int:
+  """Rows of ``module``'s ``side`` (``"src"`` / ``"tgt"``) embedding table: the vocabulary's, or its ``vocab_map``'s."""
+  mapped = VocabularyMap.of(module.vocab_map)
+  return mapped.rows if mapped is not None else getattr(module, f"{side}_vocab_size")
+
+
+def config_from_module(module, *, vocab_size: int | None = None, base: dict | None = None) -> dict:
   """The ``config.json`` of ``module`` as a Marian (post-norm) or Pegasus (pre-norm) model. ``vocab_size``: the real
-  target vocabulary when the embedding tables are padded past it (those ids are suppressed in generation)."""
+  target vocabulary when the embedding tables are padded past it (those ids are suppressed in generation); ``base``:
+  a checkpoint's own ``config.json`` whose other keys are kept (an imported model's)."""
   check_exportable(module)
   model_type, architecture = _ARCHITECTURES[bool(module.pre_norm)]
   fields = {f.name: getattr(module, f.name) for f in dataclasses.fields(module)
             if f.name not in ("parent", "name", "dtype", "param_dtype", "implementation")}
-  config = dict(
+  fields = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}  # as JSON reads them back
+  mapped = VocabularyMap.of(module.vocab_map)
+  ids = dict(pad_token_id=PAD_ID, bos_token_id=BOS_ID, eos_token_id=EOS_ID, decoder_start_token_id=BOS_ID,
+             forced_eos_token_id=None)
+  if mapped is not None:  # the checkpoint's own ids (and its bos_token_id and forced EOS, from base)
+    ids = dict(pad_token_id=mapped.pad, eos_token_id=mapped.eos, decoder_start_token_id=mapped.bos)
+  config = dict(base or {})
+  config.update(
       model_type=model_type, architectures=[architecture], is_encoder_decoder=True,
-      vocab_size=module.src_vocab_size, d_model=module.d_model,
+      vocab_size=table_rows(module, "src"), d_model=module.d_model,
       encoder_layers=module.num_encoder_layers, decoder_layers=module.num_decoder_layers,
       encoder_attention_heads=module.num_heads, decoder_attention_heads=module.num_heads,
-      encoder_ffn_dim=module.d_ff, decoder_ffn_dim=module.d_ff, activation_function="relu",
-      max_position_embeddings=module.max_length, scale_embedding=True,
+      encoder_ffn_dim=module.d_ff, decoder_ffn_dim=module.d_ff, activation_function=HF_ACTIVATIONS[module.activation],
+      max_position_embeddings=module.max_length, scale_embedding=bool(module.scale_embeddings),
       dropout=module.dropout_rate, attention_dropout=module.attention_dropout_rate,
-      activation_dropout=module.relu_dropout_rate,
-      pad_token_id=PAD_ID, bos_token_id=BOS_ID, eos_token_id=EOS_ID, decoder_start_token_id=BOS_ID,
-      forced_eos_token_id=None, tie_word_embeddings=bool(module.tie_decoder_embeddings),
-      **{_KEY: dict(fields, real_tgt_vocab_size=vocab_size or module.tgt_vocab_size)})
+      activation_dropout=module.relu_dropout_rate, tie_word_embeddings=bool(module.tie_decoder_embeddings),
+      **ids, **{_KEY: dict(fields, real_tgt_vocab_size=vocab_size or module.tgt_vocab_size)})
   if model_type == "marian":
-    config.update(decoder_vocab_size=module.tgt_vocab_size,
+    config.update(decoder_vocab_size=table_rows(module, "tgt"),
                   share_encoder_decoder_embeddings=bool(module.share_source_embeddings))
   return config
 
@@ -125,7 +144,7 @@ def module_from_config(config: dict, path: str = "config.json", **overrides):
   if config.get("model_type") not in ("marian", "pegasus") or _KEY not in config:
     raise CheckpointError(f"{path}: not an attnjax Transformer exported as Marian or Pegasus (model_type "
                           f"{config.get('model_type')!r}, no {_KEY!r} record)")
-  fields = {k: v for k, v in config[_KEY].items() if k != "real_tgt_vocab_size"}
+  fields = {k: tuple(v) if isinstance(v, list) else v for k, v in config[_KEY].items() if k != "real_tgt_vocab_size"}
   want_pre_norm = config["model_type"] == "pegasus"
   if bool(fields.get("pre_norm")) != want_pre_norm:
     raise CheckpointError(f"{path}: model_type {config['model_type']!r} but {_KEY}.pre_norm={fields.get('pre_norm')}")
@@ -149,6 +168,7 @@ class _Map:
 def _layout(module) -> dict[str, _Map]:
   """Hugging Face tensor name -> :class:`_Map`, for ``module``'s options."""
   d, f, n = module.d_model, module.d_ff, module.num_heads
+  rows = table_rows(module)
   marian = not module.pre_norm
   layout: dict[str, _Map] = {}
 
@@ -172,8 +192,8 @@ def _layout(module) -> dict[str, _Map]:
   if module.share_source_embeddings:
     # the shared table under all three names: the library ties the two sides' copies to it only when the output
     # layer is tied too (tie_word_embeddings), so an untied model needs them in the file
-    for name in ("model.shared.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"):
-      layout[name] = _Map(("tgt_embed", "embedding"), "embedding", (module.tgt_vocab_size, d))
+    for name in SHARED_EMBEDDING:
+      layout[name] = _Map(("tgt_embed", "embedding"), "embedding", (rows, d))
   else:  # Marian with two vocabularies (checked: Pegasus shares)
     layout["model.encoder.embed_tokens.weight"] = _Map(("src_embed", "embedding"), "embedding",
                                                        (module.src_vocab_size, d))
@@ -197,9 +217,16 @@ def _layout(module) -> dict[str, _Map]:
     norm("model.encoder.layer_norm", ("encoder_norm",))
     norm("model.decoder.layer_norm", ("decoder_norm",))
   if not module.tie_decoder_embeddings:
-    layout["lm_head.weight"] = _Map(("logits_dense", "kernel"), "linear_in", (module.tgt_vocab_size, d))
-    layout["final_logits_bias"] = _Map(("logits_dense", "bias"), "row", (1, module.tgt_vocab_size))
+    layout["lm_head.weight"] = _Map(("logits_dense", "kernel"), "linear_in", (rows, d))
+    layout["final_logits_bias"] = _Map(("logits_dense", "bias"), "row", (1, rows))
+  elif module.final_logits_bias:
+    layout["final_logits_bias"] = _Map(("final_logits_bias",), "row", (1, rows))
   return layout
+
+
+# the one table of a model that shares its embeddings, under the names the library may save it by: transformers 5
+# saves the first alone when the three are tied, older versions (and an untied output layer) all three
+SHARED_EMBEDDING = ("model.shared.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
 
 
 def _to_theirs(value: np.ndarray, how: str, order: np.ndarray) -> np.ndarray:
@@ -262,8 +289,8 @@ def tensors_from_params(module, params) -> dict[str, np.ndarray]:
     for part in entry.path:
       node = node[part]
     tensors[name] = np.ascontiguousarray(_to_theirs(np.asarray(node, np.float32), entry.how, order))
-  if module.tie_decoder_embeddings:
-    tensors["final_logits_bias"] = np.zeros((1, module.tgt_vocab_size), np.float32)
+  if module.tie_decoder_embeddings and not module.final_logits_bias:
+    tensors["final_logits_bias"] = np.zeros((1, table_rows(module)), np.float32)
   return tensors
 
 
@@ -274,6 +301,9 @@ def params_from_tensors(module, tensors: dict[str, np.ndarray], path: str = "mod
   order = hidden_order(module.d_model)
   inverse = np.argsort(order)
   params: dict[str, Any] = {}
+  if module.share_source_embeddings:  # the shared table under whichever of its names the file has
+    present = [tensors[name] for name in SHARED_EMBEDDING if name in tensors]
+    tensors = {**{name: present[0] for name in SHARED_EMBEDDING}, **tensors} if present else tensors
   for name, entry in _layout(module).items():
     if name not in tensors:
       raise CheckpointError(f"{path}: tensor {name} is missing")
@@ -291,7 +321,8 @@ def params_from_tensors(module, tensors: dict[str, np.ndarray], path: str = "mod
       raise CheckpointError(f"{path}: tensor {name} differs from model.shared.weight, but the model shares one "
                             "embedding between the encoder, the decoder (and the output layer)")
     node[entry.path[-1]] = ours
-  if module.tie_decoder_embeddings and "final_logits_bias" in tensors and np.any(tensors["final_logits_bias"]):
+  if (module.tie_decoder_embeddings and not module.final_logits_bias and "final_logits_bias" in tensors
+      and np.any(tensors["final_logits_bias"])):
     raise CheckpointError(f"{path}: tensor final_logits_bias is not zero, but the output layer is tied to the "
                           "embedding (no bias in attnjax's Transformer)")
   return params
