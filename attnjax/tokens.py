@@ -40,8 +40,8 @@ class VocabularyMap:
   attnjax ids 0-3 are the four reserved ones; id ``NUM_RESERVED + k`` is the table's k-th other id, in increasing
   order. One table id may be several reserved ones (opus-mt's ``<pad>`` is PAD and BOS, GPT-2's ``<|endoftext|>`` BOS
   and EOS): each table row is *read* for every reserved id it is (:meth:`input_rows`), but its logit appears once
-  (:meth:`output_rows`), at EOS, else BOS, else UNK, never at PAD (padding is never a target); the other attnjax ids
-  get no logit (their logits are blocked), so that a softmax over attnjax's ids is the table's own, re-ordered.
+  (:meth:`output_rows`), at EOS, else BOS, else UNK, else PAD; the other attnjax ids get no logit (their logits are
+  blocked), so that a softmax over attnjax's ids is the table's own, re-ordered.
   """
   rows: int
   pad: int = NO_ROW
@@ -88,7 +88,7 @@ class VocabularyMap:
   def output_rows(self, size: int | None = None) -> np.ndarray:
     """``[size]`` int32: the table logit each attnjax id takes, :data:`NO_ROW` where its logit is blocked."""
     reserved = [NO_ROW] * NUM_RESERVED
-    for i in (EOS_ID, BOS_ID, UNK_ID):  # a table id shared by several reserved ones: its logit goes to the first
+    for i in (EOS_ID, BOS_ID, UNK_ID, PAD_ID):  # a table id shared by several reserved ones: its logit at the first
       row = self.reserved[i]
       if row != NO_ROW and row not in reserved:
         reserved[i] = row

@@ -55,7 +55,7 @@ def test_the_special_tokens_of_published_checkpoints_keep_their_ids():
     inputs, outputs = vocab_map.input_rows(), vocab_map.output_rows()
     assert [inputs[i] for i in (BOS_ID, EOS_ID)] == [vocab_map.bos, vocab_map.eos]
     assert sorted(outputs[outputs >= 0]) == list(range(vocab_map.rows))  # every logit, once
-    assert outputs[PAD_ID] == -1 and outputs[EOS_ID] == vocab_map.eos
+    assert outputs[PAD_ID] == -1 and outputs[EOS_ID] == vocab_map.eos  # PAD's logit is BOS's (Marian) or none
   assert marian.output_rows()[BOS_ID] == 33 and gpt2.output_rows()[BOS_ID] == -1  # GPT-2's is EOS's already
   assert marian.to_attnjax([0, 1, 33, 2]) == [EOS_ID, UNK_ID, BOS_ID, 4]
 
@@ -264,3 +264,40 @@ def test_an_option_attnjax_does_not_represent_is_refused_naming_it(name, file, c
   with pytest.raises(ValueError, match=option) as raised:
     published.import_checkpoint(directory)
   assert isinstance(raised.value, (published.ImportRefused, GenerationError)) and "\n" not in str(raised.value)
+
+
+def test_a_pegasus_checkpoint_imports_by_its_config_alone(tmp_path, x64, monkeypatch):
+  """The pre-norm Transformer of test_hf_export.py's Pegasus files without attnjax's record of its fields: built from
+  config.json alone (LayerNorm ε 1e-5 as the library's), its logits are the library's; greedy (the PAD and BOS it
+  suppresses) and 4 beams by raw log-probability under the library's early-stopping heuristic give its tokens, every
+  row."""
+  source = os.path.join(os.path.dirname(REF), "hf_export_reference", "pegasus")
+  for file in os.listdir(source):
+    shutil.copy(os.path.join(source, file), tmp_path / file)
+  config = json.loads((tmp_path / "config.json").read_text())
+  del config["attnjax_model"]
+  (tmp_path / "config.json").write_text(json.dumps(config))
+  with np.load(os.path.join(source, "reference.npz")) as arrays:
+    ref = {k: arrays[k] for k in arrays.files}
+  imported = published.import_checkpoint(tmp_path, implementation="xla")
+  assert imported.module.pre_norm and imported.module.layer_norm_epsilon == 1e-5
+  assert imported.vocab_map == VocabularyMap(config["vocab_size"], pad=0, bos=1, eos=2)  # UNK "⁇" is a character
+  noise = np.abs(ref["logits"] - ref["logits64"]).max()
+  _library_position_table(monkeypatch)
+  logits64 = _in_table_order(_logits(imported, ref, jnp.float64), imported.vocab_map)
+  assert np.abs(logits64 - ref["logits64"]).max() <= FLOAT64_AGREEMENT * noise
+  monkeypatch.undo()
+  jax.config.update("jax_enable_x64", False)
+  vocab_map = imported.vocab_map
+  src = jnp.asarray([vocab_map.to_attnjax(row) for row in ref["input_ids"]])
+  mask = jnp.asarray(ref["attention_mask"] > 0)
+  g = imported.generation
+  rules = decoding.SearchRules(**g.rules(vocab_map, 1))
+  kwargs = dict(src_mask=mask, max_len_a=0.0, max_len_b=24, vocab_size=vocab_map.size, rules=rules)
+  greedy = decoding.greedy_search(imported.module, {"params": imported.params}, src, **kwargs).tokens
+  beam = decoding.beam_search(imported.module, {"params": imported.params}, src, beam_size=4, alpha=0.0,
+                              **{**kwargs, "rules": dataclasses.replace(rules, stop="heuristic")}).tokens[:, 0]
+  for key, ours in (("greedy", np.asarray(greedy)), ("beam", np.asarray(beam))):
+    theirs = [row.tolist() for row in ref[key]]  # saved without the decoder start
+    theirs = [row[:row.index(2) + 1] if 2 in row else row for row in theirs]  # up to EOS (then the library's pad)
+    assert [vocab_map.to_table(row[row != PAD_ID]) for row in ours] == theirs, key
