@@ -24,6 +24,10 @@ line naming the option (for example learned positions or copy attention in the e
 
 ``attnjax.transfer.seq2seq.import_transformer`` and ``attnjax.transfer.lm.import_lm`` read the files back, parameter
 for parameter, bit for bit.
+
+A run that fine-tuned a Hugging Face checkpoint (``train.init_from`` naming one: :mod:`attnjax.transfer.published`)
+is written back as that checkpoint was: its ``config.json`` with the run's weights' fields, the weights under the
+library's names and in its vocabulary's order, and its tokenizer files and ``generation_config.json`` as they came.
 """
 
 from __future__ import annotations
@@ -80,7 +84,10 @@ def export_workdir(workdir: str, out: str, *, checkpoint: str = "best", dtype: s
   params = jax.tree_util.tree_map(np.asarray, loaded.params)
   name, model, vocabularies = loaded.config.model.name, loaded.model, loaded.vocabularies
   warnings = []
-  if name == "transformer":
+  if getattr(model, "vocab_map", ()):  # a model fine-tuned from a Hugging Face checkpoint: back in that format
+    from attnjax.transfer import published  # pylint: disable=g-import-not-at-top
+    config = published.export_checkpoint(model, params, out, fs.join(workdir, published.VOCABULARY_DIR))
+  elif name == "transformer":
     seq2seq.check_exportable(model)
     beam = loaded.config.eval.beam_size if loaded.config.eval.decode == "beam" else None
     config = seq2seq.export_transformer(model, params, out, vocab_size=vocabularies.tgt.size, beam_size=beam)

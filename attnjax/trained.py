@@ -48,8 +48,7 @@ def checkpoint_config(imported):
   import ml_collections  # pylint: disable=g-import-not-at-top
   from attnjax.transfer import published  # pylint: disable=g-import-not-at-top
   config = config_lib.base_config()
-  config.model = ml_collections.ConfigDict(published.model_config(imported.kind, imported.config,
-                                                                  imported.vocab_map))
+  config.model = ml_collections.ConfigDict(published.model_config(imported.model_dir))
   config.data.vocab_multiple = 1
   config.data.max_src_len = config.data.max_tgt_len = int(config.model.max_length)
   g = imported.generation

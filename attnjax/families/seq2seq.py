@@ -25,6 +25,7 @@ from attnjax.data.tokenizer import load_or_train_pair
 from attnjax.data.vocab import CharVocab
 from attnjax.families.base import Predictions, TaskFamily, fail, step_tag, write_metrics
 from attnjax.models.losses import smoothed_cross_entropy
+from attnjax.transfer import published
 
 BATCH_KEYS = ("src", "src_mask", "tgt_in", "tgt_out", "tgt_mask")
 PACKED_KEYS = ("src_segment_ids", "tgt_segment_ids", "src_positions", "tgt_positions")
@@ -158,6 +159,12 @@ class Seq2Seq(TaskFamily):
   # ------------------------------------------------------------------------------------------- data in a workdir
 
   def load_task(self, data_cfg, workdir: str) -> tasks.TaskData:
+    checkpoint = published.workdir_vocabularies(workdir)  # fine-tuning a Hugging Face checkpoint: its tokenizer
+    if checkpoint is not None:
+      splits = tasks.synthetic_splits(data_cfg) if data_cfg.source == "synthetic" else load_text_task(data_cfg)
+      tasks.require_train(splits)
+      return tasks.TaskData(data_cfg.source, *checkpoint, splits, self.default_metrics(data_cfg),
+                            token_cache_dir=workdir, source_key=tasks.source_key(data_cfg))
     if data_cfg.source == "synthetic":
       splits = tasks.synthetic_splits(data_cfg)
       path = fs.join(workdir, tasks.VOCAB_FILE)
@@ -178,6 +185,9 @@ class Seq2Seq(TaskFamily):
                           token_cache_dir=workdir, source_key=tasks.source_key(data_cfg))
 
   def load_vocabularies(self, data_cfg, workdir: str) -> tasks.Vocabularies:
+    checkpoint = published.workdir_vocabularies(workdir)
+    if checkpoint is not None:
+      return tasks.Vocabularies(*checkpoint)
     if data_cfg.source == "synthetic":
       path = fs.join(workdir, tasks.VOCAB_FILE)
       if not path.exists():

@@ -98,7 +98,7 @@ class DecoderLM(nn.Module):
       raise ValueError(f"dropout_bits must be one of {DROPOUT_BITS}, got {self.dropout_bits!r}")
     if not self.layer_norm_epsilon > 0:
       raise ValueError(f"layer_norm_epsilon must be positive, got {self.layer_norm_epsilon!r}")
-    check_vocab_map(self.vocab_map, vocab_size=self.vocab_size)
+    check_vocab_map(self.vocab_map)
     super().__post_init__()
 
   def setup(self):

@@ -80,16 +80,13 @@ def mapped_logits(logits, vocab_map: VocabularyMap | None, size: int):
   return jnp.where(jnp.asarray(rows >= 0), out, jnp.asarray(BLOCKED_LOGIT, logits.dtype))
 
 
-def check_vocab_map(vocab_map, **sizes) -> None:
-  """``vocab_map`` (a :meth:`VocabularyMap.as_tuple` or empty) valid and fitting each attnjax vocabulary size in
-  ``sizes``; ValueError naming the field."""
+def check_vocab_map(vocab_map) -> None:
+  """``vocab_map`` a :meth:`VocabularyMap.as_tuple` or empty; ValueError naming the field. (That the vocabulary
+  sizes hold its ids is checked when the model is set up: a config is checked with sizes of its own.)"""
   try:
-    mapped = VocabularyMap.of(vocab_map)
+    VocabularyMap.of(vocab_map)
   except (TypeError, ValueError) as e:
     raise ValueError(f"vocab_map must be (rows, pad, bos, eos, unk), got {vocab_map!r}: {e}") from None
-  for name, size in sizes.items():
-    if mapped is not None and size < mapped.size:
-      raise ValueError(f"{name}={size} is below the {mapped.size} ids that vocab_map={tuple(vocab_map)} gives")
 
 
 class FeedForward(nn.Module):
@@ -294,7 +291,7 @@ class Transformer(nn.Module):
       raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
     if self.final_logits_bias and not self.tie_decoder_embeddings:
       raise ValueError("final_logits_bias=True is the tied output layer's bias (an untied one has its own)")
-    check_vocab_map(self.vocab_map, src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size)
+    check_vocab_map(self.vocab_map)
     if self.vocab_map and not self.share_source_embeddings:
       raise ValueError("vocab_map needs share_source_embeddings=True: one table for the source and the target")
     for name in ("num_heads", "d_model", "d_ff"):

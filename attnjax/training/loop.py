@@ -282,7 +282,9 @@ def _checking(lock, on_step):
 
 def _open_experiment(config, workdir, allow_config_change, opened: list) -> tuple[Experiment, str | None]:
   """The run's Experiment, after the config check, the resume check against the workdir's config and, for a warm
-  start, the other run's vocabulary copied in (before one would be trained here)."""
+  start, the other run's vocabulary copied in (before one would be trained here). A Hugging Face checkpoint to
+  fine-tune gives the config its model first."""
+  warm_start.adopt_checkpoint_model(config, workdir)
   config_lib.validate(config)
   provenance.check_resume(workdir, config, allow_change=allow_config_change)  # before config.json is overwritten
   init_from = config.train.get("init_from")

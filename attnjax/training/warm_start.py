@@ -20,6 +20,13 @@ The checkpoint is the newest one whose training clock is at most ``train.init_at
 the one of step ``train.init_at_step`` where that is set.
 A relative ``init_from`` is resolved against the run's own workdir, so that an experiment file can name a sibling
 in the launcher's layout (``../../../lstm_pointer_generator/single/default``).
+
+``train.init_from`` may instead name a Hugging Face checkpoint directory that ``transformers`` wrote (a Marian,
+Pegasus or GPT-2 model: :mod:`attnjax.transfer.published`): fine-tuning it. The run's ``config.model`` becomes the
+checkpoint's architecture (:func:`adopt_checkpoint_model`; the run keeps its own dropout rates, dtype and attention
+implementation), its tokenizer is the run's vocabulary (copied into ``<workdir>/checkpoint_vocabulary/``), and its
+weights are the parameters of step 0, with a fresh optimiser and data position. ``python -m attnjax.export`` writes
+the fine-tuned model back in the checkpoint's format.
 """
 
 from __future__ import annotations
@@ -46,8 +53,32 @@ def resolve(init_from: str, workdir: str) -> str:
   return os.path.normpath(os.path.join(os.fspath(workdir), init_from))
 
 
+# the fields of config.model that a run fine-tuning a Hugging Face checkpoint keeps its own values of
+RUN_FIELDS = ("dtype", "param_dtype", "implementation", "dropout_bits", "dropout_rate", "attention_dropout_rate",
+              "relu_dropout_rate")
+
+
+def adopt_checkpoint_model(config, workdir: str) -> bool:
+  """Where ``train.init_from`` names a Hugging Face checkpoint directory: ``config.model`` set to its architecture
+  (the run's :data:`RUN_FIELDS` kept), before the config is checked or compared with a resumed run's; returns
+  whether it did. Reads ``config.json`` and the tokenizer only."""
+  from attnjax.transfer import published  # pylint: disable=g-import-not-at-top
+  init_from = config.train.get("init_from")
+  if not init_from or not published.is_checkpoint_dir(resolve(init_from, workdir)):
+    return False
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  model = published.model_config(resolve(init_from, workdir))
+  model.update({key: config.model[key] for key in RUN_FIELDS if key in config.model})
+  config.model = ml_collections.ConfigDict(model)
+  return True
+
+
 def copy_vocabulary(source: str, workdir: str) -> list[str]:
-  """Copies the vocabulary files (and token caches) of ``source`` that ``workdir`` lacks; returns their names."""
+  """Copies the vocabulary files (and token caches) of ``source`` that ``workdir`` lacks; returns their names. A
+  Hugging Face checkpoint's tokenizer goes into ``checkpoint_vocabulary/``."""
+  from attnjax.transfer import published  # pylint: disable=g-import-not-at-top
+  if published.is_checkpoint_dir(source):
+    return published.copy_vocabulary(source, workdir)
   if not fs.exists(fs.join(source, config_lib.CONFIG_FILE)):
     raise FileNotFoundError(f"train.init_from={source}: no {config_lib.CONFIG_FILE} there; it must be the workdir of "
                             f"a training run")
@@ -118,7 +149,12 @@ def merge_state_tree(own, source):
 
 def warm_start(exp, source: str, at_minutes: float | None, at_step: int | None = None) -> tuple[int, dict]:
   """Puts the parameters, step and data position of ``source``'s chosen checkpoint into ``exp`` (an
-  :class:`attnjax.training.loop.Experiment` without a checkpoint of its own); returns (step, meta)."""
+  :class:`attnjax.training.loop.Experiment` without a checkpoint of its own); returns (step, meta). A Hugging Face
+  checkpoint directory gives its weights alone (:func:`init_from_checkpoint`): (0, {})."""
+  from attnjax.transfer import published  # pylint: disable=g-import-not-at-top
+  if published.is_checkpoint_dir(source):
+    init_from_checkpoint(exp, source)
+    return 0, {}
   from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
   from attnjax.training.state import abstract_with_sharding, state_shardings  # pylint: disable=g-import-not-at-top
   source_config = config_lib.load_config(source)
@@ -218,3 +254,19 @@ def init_encoder(exp, source: str) -> None:
   average = None if exp.state.ema_params is None else jax.tree_util.tree_map(jnp.copy, params)  # starts here too
   exp.state = exp.state.replace(params=params, ema_params=average)
   logging.info("encoder initialised from %s; trained from scratch here: %s", source, new or "nothing else of it")
+
+
+def init_from_checkpoint(exp, source: str) -> None:
+  """The weights of a Hugging Face checkpoint directory as ``exp``'s parameters (its model is the checkpoint's:
+  :func:`adopt_checkpoint_model`), in their shardings; the optimiser, step and data start fresh."""
+  from attnjax.transfer import published  # pylint: disable=g-import-not-at-top
+  imported = published.import_checkpoint(source)
+  merged, new = merge_params(exp.state.params, imported.params)
+  if new:
+    raise ValueError(f"train.init_from={source}: the model has parameters the checkpoint lacks ({new[0]}, ...)")
+  place = lambda tree, like: jax.tree_util.tree_map(lambda x, y: jax.device_put(jnp.asarray(x, y.dtype), y.sharding),
+                                                    tree, like)
+  params = place(merged, exp.state.params)
+  average = None if exp.state.ema_params is None else jax.tree_util.tree_map(jnp.copy, params)
+  exp.state = exp.state.replace(params=params, ema_params=average)
+  logging.info("fine-tuning %s (%s): its weights at step 0", source, imported.config.get("architectures"))

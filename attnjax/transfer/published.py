@@ -214,50 +214,104 @@ def _float32(tensors: dict, path: str) -> dict:
   return out
 
 
-def import_checkpoint(model_dir, **overrides) -> Imported:
-  """``model_dir`` read for attnjax (see the module docstring); ``overrides``: model fields (``implementation``,
-  ``dtype``, dropout rates). A directory attnjax exported is read by its record of the model's fields."""
-  model_dir = str(model_dir)
+@dataclasses.dataclass
+class _Described:
+  """What a directory's ``config.json`` and tokenizer say, before any weight is read."""
+  config: dict
+  path: str
+  kind: str
+  tokenizer: Any
+  vocab_map: VocabularyMap
+  model: dict  # attnjax's config.model section: name, fields, vocab_map
+
+
+_SIZES = ("src_vocab_size", "tgt_vocab_size", "vocab_size", "real_tgt_vocab_size", "real_vocab_size")
+
+
+def _describe(model_dir) -> _Described:
   config = read_config(model_dir)
   path = str(fs.join(model_dir, CONFIG_FILE))
   kind = kind_of(config, path)
   tokenizer, settings = read_tokenizer(model_dir)
   vocab_map = vocabulary_map(config, tokenizer, settings, path)
-  generation = read_generation(model_dir, config)
+  record = config.get(seq2seq.RECORD)
+  if record is None:
+    fields = transformer_fields(config, path) if kind == "transformer" else lm_fields(config, path)
+    return _Described(config, path, kind, tokenizer, vocab_map,
+                      dict(name=kind, **fields, vocab_map=vocab_map.as_tuple()))
+  # an attnjax export: its record of the model's fields, and of its ids (its own, or the checkpoint's it was
+  # imported from)
+  if kind == "transformer" and not record.get("shared_vocab", True):
+    raise ImportRefused(f"{path}: shared_vocab=false: one tokenizer serves the source and the target here")
+  fields = {k: tuple(v) if isinstance(v, list) else v for k, v in record.items() if k not in _SIZES}
+  vocab_map = VocabularyMap.of(fields.get("vocab_map")) or VocabularyMap(vocab_map.rows, PAD_ID, BOS_ID, EOS_ID,
+                                                                         UNK_ID)
+  return _Described(config, path, kind, tokenizer, vocab_map, dict(name=kind, **fields))
+
+
+def import_checkpoint(model_dir, **overrides) -> Imported:
+  """``model_dir`` read for attnjax (see the module docstring); ``overrides``: model fields (``implementation``,
+  ``dtype``, dropout rates). A directory attnjax exported is read by its record of the model's fields."""
+  model_dir = str(model_dir)
+  described = _describe(model_dir)
+  generation = read_generation(model_dir, described.config)
   tensors, weights = read_tensors(model_dir)
-  tensors = _float32(tensors, weights)
-  exporter = seq2seq if kind == "transformer" else lm
-  if seq2seq.RECORD in config:  # an attnjax export: its record of the model's fields, and of its ids
-    module = exporter.module_from_config(config, path, **overrides)
-    vocab_map = VocabularyMap.of(module.vocab_map) or VocabularyMap(vocab_map.rows, PAD_ID, BOS_ID, EOS_ID, UNK_ID)
-  else:
-    module = build_module(kind, config, vocab_map, path, **overrides)
-  params = exporter.params_from_tensors(module, tensors, weights)
-  return Imported(model_dir, config, kind, module, params, vocab_map, CheckpointVocab(tokenizer, vocab_map, "source"),
-                  CheckpointVocab(tokenizer, vocab_map, "target"), generation)
+  module = build_module(described.model, described.vocab_map, described.path, **overrides)
+  exporter = seq2seq if described.kind == "transformer" else lm
+  params = exporter.params_from_tensors(module, _float32(tensors, weights), weights)
+  tokenizer, vocab_map = described.tokenizer, described.vocab_map
+  return Imported(model_dir, described.config, described.kind, module, params, vocab_map,
+                  CheckpointVocab(tokenizer, vocab_map, "source"), CheckpointVocab(tokenizer, vocab_map, "target"),
+                  generation)
 
 
-def model_config(kind: str, config: dict, vocab_map: VocabularyMap, path: str = CONFIG_FILE) -> dict:
-  """attnjax's ``config.model`` section for a checkpoint: ``name``, the architecture's fields and ``vocab_map``."""
-  fields = transformer_fields(config, path) if kind == "transformer" else lm_fields(config, path)
-  return dict(name=kind, **fields, vocab_map=vocab_map.as_tuple())
+def model_config(model_dir) -> dict:
+  """attnjax's ``config.model`` section for a checkpoint directory (``name``, the architecture's fields and
+  ``vocab_map``), from its ``config.json`` and tokenizer: no weight is read."""
+  return dict(_describe(model_dir).model)
 
 
-def build_module(kind: str, config: dict, vocab_map: VocabularyMap, path: str = CONFIG_FILE, **overrides):
-  from attnjax.models.lm import DecoderLM  # pylint: disable=g-import-not-at-top
-  from attnjax.models.transformer import Transformer  # pylint: disable=g-import-not-at-top
-  fields = {**model_config(kind, config, vocab_map, path), **overrides}
-  del fields["name"]
-  if kind == "transformer":
-    return Transformer(src_vocab_size=vocab_map.size, tgt_vocab_size=vocab_map.size, **fields)
-  return DecoderLM(vocab_size=vocab_map.size, **fields)
+def build_module(model: dict, vocab_map: VocabularyMap, path: str = CONFIG_FILE, **overrides):
+  """The module of a :func:`model_config` section, with vocabulary sizes of the map's attnjax ids."""
+  from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
+  try:
+    return build_model({**model, **overrides}, src_vocab_size=vocab_map.size, tgt_vocab_size=vocab_map.size)
+  except ValueError as e:
+    raise CheckpointError(f"{path}: {e}") from None
 
 
-# --------------------------------------------------------------------------------------------- back out
+# --------------------------------------------------------------------------------------------- in a workdir
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "source.spm", "target.spm",
                    "vocab.json", "merges.txt")
 
+VOCABULARY_DIR = "checkpoint_vocabulary"  # a workdir fine-tuned from a checkpoint keeps its tokenizer files here
+
+
+def copy_vocabulary(model_dir, workdir) -> list[str]:
+  """Copies the checkpoint's ``config.json``, ``generation_config.json`` and tokenizer files into
+  ``<workdir>/checkpoint_vocabulary/`` (once); returns the names copied."""
+  target = fs.join(workdir, VOCABULARY_DIR)
+  copied = []
+  fs.makedirs(target)
+  for name in (CONFIG_FILE, GENERATION_FILE) + TOKENIZER_FILES:
+    if fs.exists(fs.join(model_dir, name)) and not fs.exists(fs.join(target, name)):
+      fs.write_bytes(fs.join(target, name), fs.read_bytes(fs.join(model_dir, name)))
+      copied.append(name)
+  return copied
+
+
+def workdir_vocabularies(workdir) -> tuple[CheckpointVocab, CheckpointVocab] | None:
+  """``(source, target)`` of a workdir fine-tuned from a checkpoint (its ``checkpoint_vocabulary/``), else None."""
+  directory = fs.join(workdir, VOCABULARY_DIR)
+  if not fs.exists(fs.join(directory, CONFIG_FILE)):
+    return None
+  described = _describe(directory)
+  return (CheckpointVocab(described.tokenizer, described.vocab_map, "source"),
+          CheckpointVocab(described.tokenizer, described.vocab_map, "target"))
+
+
+# --------------------------------------------------------------------------------------------- back out
 
 def export_checkpoint(module, params, out_dir, checkpoint_dir) -> dict:
   """Writes ``module`` / ``params`` (imported from ``checkpoint_dir`` and, say, fine-tuned) into ``out_dir`` as the
