@@ -110,7 +110,7 @@ def base_config() -> ml_collections.ConfigDict:
       async_checkpoints=True,
       # start from another run's checkpoint (its workdir; relative: against this run's), see training/warm_start.py:
       # its vocabulary, parameters (this model's extra ones initialised), step, data position and training clock.
-      # Or fine-tune a Hugging Face checkpoint directory that transformers wrote (Marian, Pegasus, GPT-2 models: see
+      # Or fine-tune a Hugging Face checkpoint directory that transformers wrote (a Marian or Pegasus model: see
       # docs/import_checkpoint.md): config.model becomes its architecture (this config's dropout rates, dtype and
       # implementation kept), the vocabulary its tokenizer, the parameters its weights; step 0, a fresh optimiser
       init_from=config_dict.placeholder(str),

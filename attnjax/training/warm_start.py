@@ -21,8 +21,8 @@ the one of step ``train.init_at_step`` where that is set.
 A relative ``init_from`` is resolved against the run's own workdir, so that an experiment file can name a sibling
 in the launcher's layout (``../../../lstm_pointer_generator/single/default``).
 
-``train.init_from`` may instead name a Hugging Face checkpoint directory that ``transformers`` wrote (a Marian,
-Pegasus or GPT-2 model: :mod:`attnjax.transfer.published`): fine-tuning it. The run's ``config.model`` becomes the
+``train.init_from`` may instead name a Hugging Face checkpoint directory that ``transformers`` wrote (a Marian or
+Pegasus model: :mod:`attnjax.transfer.published`): fine-tuning it. The run's ``config.model`` becomes the
 checkpoint's architecture (:func:`adopt_checkpoint_model`; the run keeps its own dropout rates, dtype and attention
 implementation), its tokenizer is the run's vocabulary (copied into ``<workdir>/checkpoint_vocabulary/``), and its
 weights are the parameters of step 0, with a fresh optimiser and data position. ``python -m attnjax.export`` writes
@@ -68,6 +68,9 @@ def adopt_checkpoint_model(config, workdir: str) -> bool:
     return False
   import ml_collections  # pylint: disable=g-import-not-at-top
   model = published.model_config(resolve(init_from, workdir))
+  if model["name"] != "transformer":
+    raise ValueError(f"train.init_from={init_from}: a {model['name']} checkpoint; fine-tuning takes an encoder-decoder "
+                     "(Marian, Pegasus): the language-model data reader tokenizes with a SentencePiece model of its own")
   model.update({key: config.model[key] for key in RUN_FIELDS if key in config.model})
   config.model = ml_collections.ConfigDict(model)
   return True

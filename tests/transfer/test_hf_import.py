@@ -301,3 +301,25 @@ def test_a_pegasus_checkpoint_imports_by_its_config_alone(tmp_path, x64, monkeyp
     theirs = [row.tolist() for row in ref[key]]  # saved without the decoder start
     theirs = [row[:row.index(2) + 1] if 2 in row else row for row in theirs]  # up to EOS (then the library's pad)
     assert [vocab_map.to_table(row[row != PAD_ID]) for row in ours] == theirs, key
+
+
+def test_a_run_fine_tuning_a_checkpoint_takes_its_architecture_and_keeps_its_own_dropout(tmp_path):
+  """train.init_from naming a checkpoint directory: config.model becomes the checkpoint's (its vocabulary map
+  included), with the run's dropout rate, dtype and attention implementation; a GPT-2 checkpoint is refused in one
+  line (the language-model data reader tokenizes with a vocabulary of its own)."""
+  from attnjax.config import base_config  # pylint: disable=g-import-not-at-top
+  from attnjax.training import warm_start  # pylint: disable=g-import-not-at-top
+  config = base_config()
+  config.train.init_from = os.path.join(REF, "marian")
+  config.model.dropout_rate, config.model.implementation = 0.3, "xla"
+  assert warm_start.adopt_checkpoint_model(config, str(tmp_path))
+  model = config.model.to_dict()
+  assert model == {**published.model_config(os.path.join(REF, "marian")), "dropout_rate": 0.3, "dtype": "float32",
+                   "implementation": "xla", "attention_dropout_rate": 0.0, "relu_dropout_rate": 0.0}
+  assert model["activation"] == "silu" and model["vocab_map"] == (34, 33, 33, 0, 1) and model["d_model"] == 16
+  config.train.init_from = os.path.join(REF, "gpt2")
+  with pytest.raises(ValueError, match="a decoder_lm checkpoint; fine-tuning takes an encoder-decoder") as raised:
+    warm_start.adopt_checkpoint_model(config, str(tmp_path))
+  assert "\n" not in str(raised.value)
+  config.train.init_from = None
+  assert not warm_start.adopt_checkpoint_model(config, str(tmp_path))
