@@ -28,7 +28,7 @@ log-probabilities of the tokens chosen.
 
 :class:`SearchRules` switches what differs in ``transformers``' ``generate``, so that a model imported from it
 decodes as the library decodes it (:mod:`attnjax.transfer.generation_config` reads them from
-``generation_config.json``): more banned ids (``bad_words_ids``, ``suppress_tokens``), the penalty |Y|^α
+``generation_config.json``): more banned ids (``bad_words_ids``, ``suppress_tokens``), the penalty ``|Y|^α``
 (``length_penalty``), the row's end by the library's rule (``early_stopping``: False, a heuristic that divides the
 best alive log-probability by the current length's penalty; True, as soon as K are finished), the last step at the
 length limit (``forced_eos_token_id``: only EOS, scored 0; without it the hypotheses stop there as they are), a
@@ -64,7 +64,7 @@ class SearchRules:
 
   Attributes:
     banned: ids never emitted, besides PAD, BOS and the ids past ``vocab_size``.
-    penalty: ``"gnmt"``, ((5 + |Y|) / 6)^α, or ``"length"``, |Y|^α (``transformers``' ``length_penalty``).
+    penalty: ``"gnmt"``, ``((5 + |Y|) / 6)^α``, or ``"length"``, ``|Y|^α`` (``transformers``' ``length_penalty``).
     stop: when beam search ends a row with K finished hypotheses: ``"bound"``, when no alive one can beat the worst
       of them (its log-probability only falls; divided by the penalty at the row's length limit); ``"heuristic"``,
       the same divided by the penalty at the current length (``early_stopping=False``); ``"first"``, at once
