@@ -40,22 +40,22 @@ class Loaded:
   checkpoint: Any = None  # a Hugging Face directory's attnjax.transfer.published.Imported (its generation settings)
 
 
-def checkpoint_config(imported):
+def checkpoint_config(model_dir: str):
   """The config of a Hugging Face checkpoint directory: :func:`attnjax.config.base_config` with its model
   (:func:`attnjax.transfer.published.model_config`), no padding of its vocabulary, sources as long as its positions
   allow, and its ``generation_config.json`` as ``eval`` (decoding, beams, α, length limits, ``eval.rules`` of
-  :class:`attnjax.decoding.SearchRules`)."""
+  :class:`attnjax.decoding.SearchRules`). No weight is read."""
   import ml_collections  # pylint: disable=g-import-not-at-top
   from attnjax.transfer import published  # pylint: disable=g-import-not-at-top
+  model, vocab_map, g = published.settings(model_dir)
   config = config_lib.base_config()
-  config.model = ml_collections.ConfigDict(published.model_config(imported.model_dir))
+  config.model = ml_collections.ConfigDict(model)
   config.data.vocab_multiple = 1
   config.data.max_src_len = config.data.max_tgt_len = int(config.model.max_length)
-  g = imported.generation
   with config.eval.unlocked():
     config.eval.update(decode="beam" if g.num_beams > 1 else "greedy", beam_size=g.num_beams,
                        alpha=float(g.length_penalty), max_len_a=0.0, max_len_b=g.new_tokens(1), min_len=g.min_new(1),
-                       no_repeat_ngram_size=g.no_repeat_ngram_size, rules=g.rules(imported.vocab_map, 1))
+                       no_repeat_ngram_size=g.no_repeat_ngram_size, rules=g.rules(vocab_map, 1))
   return config
 
 
@@ -63,7 +63,7 @@ def load_config(workdir: str):
   """The config of a workdir, or of a Hugging Face checkpoint directory (:func:`checkpoint_config`)."""
   from attnjax.transfer import published  # pylint: disable=g-import-not-at-top
   if published.is_checkpoint_dir(workdir):
-    return checkpoint_config(published.import_checkpoint(workdir))
+    return checkpoint_config(workdir)
   return config_lib.load_config(workdir)
 
 
@@ -108,7 +108,7 @@ def _load_checkpoint_dir(model_dir: str, config=None) -> Loaded:
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from attnjax.transfer import published  # pylint: disable=g-import-not-at-top
   imported = published.import_checkpoint(model_dir)
-  config = checkpoint_config(imported) if config is None else config
+  config = checkpoint_config(model_dir) if config is None else config
   model = imported.module.clone(implementation=config.model.get("implementation", "auto"))
   mesh = inference_mesh(config)
   params = jax.tree_util.tree_map(lambda x: jnp.asarray(x, model.param_dtype), imported.params)

@@ -271,6 +271,13 @@ def model_config(model_dir) -> dict:
   return dict(_describe(model_dir).model)
 
 
+def settings(model_dir) -> tuple[dict, VocabularyMap, GenerationSettings]:
+  """``(model_config(model_dir), its vocabulary map, its generation settings)``: what a run needs to know of a
+  checkpoint directory before its weights."""
+  described = _describe(model_dir)
+  return dict(described.model), described.vocab_map, read_generation(model_dir, described.config)
+
+
 def build_module(model: dict, vocab_map: VocabularyMap, path: str = CONFIG_FILE, **overrides):
   """The module of a :func:`model_config` section, with vocabulary sizes of the map's attnjax ids."""
   from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
