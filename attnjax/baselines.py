@@ -91,7 +91,8 @@ def context_free(workdir, split: str) -> dict[str, float]:
   from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
   from attnjax.data.mlm import MlmTaskData, context_free_scores  # pylint: disable=g-import-not-at-top
   config = config_lib.load_config(workdir)
-  if config.data.source != "mlm_jsonl":
+  from attnjax import families  # pylint: disable=g-import-not-at-top
+  if families.of(config).name != "masked_lm":
     raise ValueError(f"--baseline=context_free: {workdir} is not a masked-LM run (data.source="
                      f"{config.data.source!r})")
   tasks.resolve_data_dir(config.data, str(workdir))

@@ -18,10 +18,12 @@ it cannot find (:func:`platforms_without_tpu_noise`).
 
 from __future__ import annotations
 
+import ast
 import difflib
 import os
 import re
 import sys
+import typing
 from typing import Callable
 
 from absl import app, flags
@@ -51,38 +53,134 @@ def _verbose(argv: list[str]) -> bool:
   return any(a in ("--verbose", "--verbose=true", "--verbose=True", "--verbose=1") for a in argv)
 
 
-def check_config_overrides(argv: list[str], flag: str = "config") -> None:
+def check_config_overrides(argv: list[str], flag: str = "config") -> list[str]:
   """Raises ValueError naming the first ``--<flag>.a.b=value`` whose key the experiment's config lacks (with the
   nearest existing key), or the experiment file that does not exist. ml_collections would say the same in a
-  30-line traceback."""
+  30-line traceback.
+
+  A ``config.data`` key the experiment does not set but its data source reads (the family's ``data_keys``, for the
+  source the command line names or else the experiment's) is no mistake: one command line points any experiment at
+  a user's files (``--config.data.source=tsv --config.data.path=pairs.tsv``). ml_collections knows only the keys
+  the experiment set, so these overrides are returned, to be taken out of the flags and set by
+  :func:`set_data_overrides` once the rest are parsed.
+  """
   from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
   spec = next((a.split("=", 1)[1] for a in argv if a.startswith(f"--{flag}=")), None)
   overrides = [a for a in argv if a.startswith(f"--{flag}.")]
   if spec is None:
-    return
+    return []
   path, _, arg = spec.partition(":")
   module = config_lib.experiment_module(path, f"--{flag}")  # FileNotFoundError naming the flag
   if not overrides:
-    return
+    return []
   config = module.get_config(arg) if arg else module.get_config()
+  taken = []
   for override in overrides:
     key = override[len(f"--{flag}."):].split("=", 1)[0]
+    parts = key.split(".")
+    if parts[0] == "data" and len(parts) > 1 and "=" in override and _lacks(config, parts):
+      _data_key_type(_source_data_keys(config, argv, flag), parts, flag)  # ValueError naming a key no source reads
+      taken.append(override)
+      continue
     node, walked = config, flag
-    for part in key.split("."):
+    for part in parts:
       keys = list(node.keys()) if hasattr(node, "keys") else []
       if part not in keys:
         near = difflib.get_close_matches(part, keys, n=1)
         hint = f" (did you mean {near[0]}?)" if near else ""
         raise ValueError(f"--{flag}.{key}: {walked} has no key {part!r}{hint}")
       node, walked = node[part], f"{walked}.{part}"
+  return taken
+
+
+def _lacks(config, parts: list[str]) -> bool:
+  node = config
+  for part in parts:
+    if node is None or not hasattr(node, "keys") or part not in node.keys():
+      return True
+    node = node[part]
+  return False
+
+
+def _source_data_keys(config, argv: list[str], flag: str) -> dict:
+  """The data keys of the source the command line names (``--<flag>.data.source=``), else of the experiment's."""
+  from attnjax import families  # pylint: disable=g-import-not-at-top
+  named = [a.split("=", 1)[1] for a in argv if a.startswith(f"--{flag}.data.source=")]
+  source = named[-1] if named else config.data.get("source")
+  return families.for_source(source).source_data_keys(source)
+
+
+def _data_key_type(data_keys: dict, parts: list[str], flag: str):
+  """The type of the value ``--<flag>.data.<key>[.<split>]`` sets; ValueError naming a key the source reads not."""
+  key = ".".join(parts[1:])
+  if parts[1] not in data_keys:
+    near = difflib.get_close_matches(parts[1], list(data_keys), n=1)
+    hint = f" (did you mean {near[0]}?)" if near else f" (it reads: {', '.join(sorted(data_keys))})"
+    raise ValueError(f"--{flag}.data.{key}: {flag}.data has no key {parts[1]!r}, and its data source reads none by "
+                     f"that name{hint}")
+  kind = data_keys[parts[1]]
+  if len(parts) == 2:
+    return kind
+  if typing.get_origin(kind) is dict and len(parts) == 3:
+    return typing.get_args(kind)[1]
+  raise ValueError(f"--{flag}.data.{key}: {flag}.data.{parts[1]} has no key {parts[2]!r}")
+
+
+def _typed(name: str, kind, raw: str):
+  """``raw`` (a flag's text) as a value of ``kind``: str, int, float, bool or ``dict[str, V]`` (a Python literal)."""
+  if typing.get_origin(kind) is dict:
+    try:
+      value = ast.literal_eval(raw)
+    except (SyntaxError, ValueError):
+      value = None
+    if not isinstance(value, dict):
+      raise ValueError(f"{name}: expected a dict such as {{'train': 'train.tsv'}} (a Python literal), got {raw!r}")
+    return {str(k): _typed(f"{name}.{k}", typing.get_args(kind)[1], str(v)) for k, v in value.items()}
+  if kind is bool:
+    if raw.lower() not in ("true", "false", "1", "0"):
+      raise ValueError(f"{name}: expected true or false, got {raw!r}")
+    return raw.lower() in ("true", "1")
+  if kind in (int, float):
+    try:
+      return kind(raw)
+    except ValueError:
+      raise ValueError(f"{name}: expected {'an integer' if kind is int else 'a number'}, got {raw!r}") from None
+  return raw
+
+
+def set_data_overrides(config, taken: list[str], flag: str = "config") -> None:
+  """Sets the data-key overrides :func:`check_config_overrides` took out of the flags, each parsed to the type
+  its source gives it (``--config.data.splits.validation=dev.tsv`` adds one split to ``splits``)."""
+  from attnjax import families  # pylint: disable=g-import-not-at-top
+  data_keys = families.of(config).source_data_keys(config.data.source)
+  for override in taken:
+    key, _, raw = override[len(f"--{flag}."):].partition("=")
+    parts = key.split(".")
+    value = _typed(f"--{flag}.{key}", _data_key_type(data_keys, parts, flag), raw)
+    with config.data.unlocked():
+      if len(parts) == 2:
+        config.data[parts[1]] = value
+        continue
+      if config.data.get(parts[1]) is None:
+        config.data[parts[1]] = {}
+      with config.data[parts[1]].unlocked():
+        config.data[parts[1]][parts[2]] = value
 
 
 def _parser(program: str, config_flag: str | None):
   def parse(argv: list[str]):
     try:
-      if config_flag:
-        check_config_overrides(argv, config_flag)
-      return flags.FLAGS(argv)
+      taken = check_config_overrides(argv, config_flag) if config_flag else []
+      if not taken:
+        return flags.FLAGS(argv)
+      rest, saved = [a for a in argv if a not in taken], sys.argv
+      sys.argv = rest  # ml_collections finds a config's overrides in sys.argv
+      try:
+        parsed = flags.FLAGS(rest)
+      finally:
+        sys.argv = saved
+      set_data_overrides(flags.FLAGS[config_flag].value, taken, config_flag)
+      return parsed
     except flags.UnrecognizedFlagError as e:
       _fail(program, f"unknown flag --{e.flagname} (see --helpshort)")
     except flags.Error as e:

@@ -122,7 +122,7 @@ def split_by_source(pairs: Sequence[Any], heldout: Mapping[str, float], *, seed:
   All pairs with the same source land in the same split, so the several translations Tatoeba has for one sentence
   cannot leak from training into evaluation. The split of a pair depends only on (seed, its source), not on the order
   or the other pairs, so adding data never moves an existing pair. Fractions are of distinct sources, hence only
-  approximately of pairs.
+  approximately of pairs. The held-out splits take their shares of [0, 1) in the order of their names.
   """
   if remainder in heldout:
     raise ValueError(f"heldout must not contain the remainder split {remainder!r}")
@@ -130,7 +130,7 @@ def split_by_source(pairs: Sequence[Any], heldout: Mapping[str, float], *, seed:
   if any(f < 0 for f in heldout.values()) or total >= 1:
     raise ValueError(f"heldout fractions must be non-negative and sum to less than 1, got {dict(heldout)}")
   bounds, upper = [], 0.0
-  for name, fraction in heldout.items():
+  for name, fraction in sorted(heldout.items()):  # by name, as a ConfigDict gives them: any mapping splits alike
     upper += fraction
     bounds.append((upper, name))
   out: dict[str, list] = {remainder: [], **{name: [] for name in heldout}}

@@ -24,10 +24,11 @@ import numpy as np
 from absl import logging
 
 from attnjax import fs
-from attnjax.data.articles import article_splits
+from attnjax.data.articles import document_splits
 from attnjax.data.rows import RowBatcher
 from attnjax.tokens import BOS_ID, EOS_ID
 
+DEFAULT_HELDOUT = {"validation": 0.005, "test": 0.005}  # shares of a single file's documents
 LM_BATCH_KEYS = ("inputs", "targets", "weights", "segment_ids", "positions")
 ROWS_FORMAT = 1  # in the packed rows' cache key: raise it when a change to stream_rows changes the rows
 
@@ -77,8 +78,15 @@ class LmTaskData:
     from attnjax.data.config_keys import get, in_dir  # pylint: disable=g-import-not-at-top
     from attnjax.data.tokenizer import load_or_train  # pylint: disable=g-import-not-at-top
     self.seq_len = int(get(data_cfg, "seq_len", 256))
-    self.path = in_dir(get(data_cfg, "dir", ""), str(get(data_cfg, "path")))
-    self.heldout = dict(get(data_cfg, "heldout", {"validation": 0.005, "test": 0.005}))
+    self.data_cfg = data_cfg
+    path = get(data_cfg, "path", None)
+    # what the rows' cache key names: the file (as before) or the split files
+    splits = get(data_cfg, "splits", None)
+    self.path = (in_dir(get(data_cfg, "dir", ""), str(path)) if path is not None else
+                 json.dumps([get(data_cfg, "tfds_name", None), dict(splits.items()) if splits is not None else None],
+                            sort_keys=True))
+    self.heldout = dict(get(data_cfg, "heldout", DEFAULT_HELDOUT).items())
+    self.text_options = [get(data_cfg, key, None) for key in ("text_format", "text_key", "title_key")]
     self.split_seed = int(get(data_cfg, "split_seed", 0))
     self.max_articles = int(get(data_cfg, "max_articles", 0) or 0)
     self.train_tokens = int(get(data_cfg, "train_tokens", 0) or 0)
@@ -103,21 +111,23 @@ class LmTaskData:
 
     self.shared_dir = get(data_cfg, "shared_cache_dir", None)
     self.vocab = load_or_train(workdir, "spm", paragraphs, int(get(data_cfg, "vocab_size", 8000)),
-                               shared_dir=self.shared_dir, model_type=get(data_cfg, "spm_model_type", "bpe"))
+                               shared_dir=self.shared_dir, model_type=get(data_cfg, "spm_model_type", "bpe"),
+                               given=get(data_cfg, "spm_model", None))
     self.src_vocab = self.tgt_vocab = self.vocab
     self.metrics = ("bits_per_byte",)
 
   def texts(self, split: str) -> list[str]:
     if self._texts is None:
-      self._texts = article_splits(self.path, self.heldout, self.split_seed, self.max_articles)
+      self._texts = document_splits(self.data_cfg, DEFAULT_HELDOUT)
     if split not in self._texts:
       raise ValueError(f"split {split!r}: the LM data has {sorted(self._texts)} (data.heldout names the held-out ones)")
     return self._texts[split]
 
   def _cache_path(self, split):
+    read_as = [self.text_options] if any(option is not None for option in self.text_options) else []
     key = hashlib.sha256(json.dumps([ROWS_FORMAT, str(self.path), self.heldout, self.split_seed, self.max_articles,
                                      self.seq_len, hashlib.sha256(self.vocab.model_proto).hexdigest(),
-                                     split], sort_keys=True).encode()).hexdigest()[:16]
+                                     split, *read_as], sort_keys=True).encode()).hexdigest()[:16]
     return fs.join(self.shared_dir or self.workdir, f"lm.{split}.{key}.npz")
 
   def rows(self, split: str) -> dict[str, np.ndarray]:

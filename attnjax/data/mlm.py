@@ -28,10 +28,11 @@ import numpy as np
 from absl import logging
 
 from attnjax import fs
-from attnjax.data.articles import article_splits, split_articles
+from attnjax.data.articles import document_splits, split_articles
 from attnjax.data.rows import RowBatcher
 from attnjax.data.wordpiece import wordpiece_in_workdir
 
+DEFAULT_HELDOUT = {"validation": 0.005, "test": 0.005}  # shares of a single file's documents
 MLM_BATCH_KEYS = ("input_ids", "segment_ids", "positions", "mlm_positions", "mlm_ids", "mlm_weights")
 
 
@@ -181,14 +182,19 @@ class MlmTaskData:
     self.metrics = ("mlm_accuracy",)
     self.squad_task = get(data_cfg, "squad_task", None)
     self.directory = get(data_cfg, "dir", "") or ""
-    if (self.squad_task is None) == (get(data_cfg, "path", None) is None):
-      raise ValueError("config.data: set exactly one of path (JSON-lines articles) and squad_task (a SQuAD task's "
-                       "train paragraphs) for masked-LM pre-training")
-    if self.squad_task is not None:
-      self.path = f"squad_task:{self.squad_task}:{self.directory}"  # what the rows' cache key names
-    else:
+    given = [key for key in ("path", "splits", "squad_task") if get(data_cfg, key, None) is not None]
+    if len(given) != 1:
+      raise ValueError(f"config.data: set exactly one of path (a file of documents), splits (split -> file) and "
+                       f"squad_task (a SQuAD task's train paragraphs) for masked-LM pre-training, got {given or 'none'}")
+    self.data_cfg = data_cfg
+    if self.squad_task is not None:  # what the rows' cache key names
+      self.path = f"squad_task:{self.squad_task}:{self.directory}"
+    elif given == ["path"]:
       self.path = in_dir(self.directory, str(get(data_cfg, "path")))
-    self.heldout = dict(get(data_cfg, "heldout", {"validation": 0.005, "test": 0.005}))
+    else:
+      self.path = json.dumps(dict(get(data_cfg, "splits").items()), sort_keys=True)
+    self.heldout = dict(get(data_cfg, "heldout", DEFAULT_HELDOUT).items())
+    self.text_options = [get(data_cfg, key, None) for key in ("text_format", "text_key", "title_key")]
     self.split_seed = int(get(data_cfg, "split_seed", 0))
     self.max_articles = int(get(data_cfg, "max_articles", 0) or 0)
     self.workdir = workdir
@@ -196,8 +202,9 @@ class MlmTaskData:
     self._texts = None
 
   def _cache_path(self, split):
+    read_as = [self.text_options] if any(option is not None for option in self.text_options) else []
     key = hashlib.sha256(json.dumps([str(self.path), self.heldout, self.split_seed, self.max_articles, self.seq_len,
-                                     self.vocab.fingerprint, split], sort_keys=True).encode()).hexdigest()[:16]
+                                     self.vocab.fingerprint, split, *read_as], sort_keys=True).encode()).hexdigest()[:16]
     return fs.join(self.workdir, f"mlm.{split}.{key}.npz")
 
   def rows(self, split: str):
@@ -213,7 +220,7 @@ class MlmTaskData:
         self._texts = split_articles(articles[:self.max_articles] if self.max_articles else articles, self.heldout,
                                      self.split_seed)
       elif self._texts is None:
-        self._texts = article_splits(self.path, self.heldout, self.split_seed, self.max_articles)
+        self._texts = document_splits(self.data_cfg, DEFAULT_HELDOUT)
       if split not in self._texts:
         raise ValueError(f"split {split!r}: the MLM data has {sorted(self._texts)} (data.heldout names the held-out "
                          "ones)")

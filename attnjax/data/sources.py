@@ -12,23 +12,28 @@ Config (:func:`load_text_task`): ``config.data.source`` picks the source; the ot
 ======================  ================================================================================================
 source                  keys (default)
 ======================  ================================================================================================
-``parallel_text``       ``dir`` (required); ``src_lang``, ``tgt_lang`` (required: file suffixes); ``splits`` (required:
+``parallel_text``       ``dir`` (""); ``src_lang``, ``tgt_lang`` (required: file suffixes); ``splits`` (required:
                         split -> file stem, e.g. ``{"train": "train", "validation": "val", "test":
                         "test_2016_flickr"}``; reads ``<dir>/<stem>.<lang>`` or ``<dir>/<stem>.<lang>.gz``);
                         ``max_chars`` (None)
 ``tsv``                 ``path`` (one file, relative to ``dir`` if that is set) split by hashed source text into
                         ``heldout`` (``{"validation": 0.05, "test": 0.05}``, split -> fraction; the rest is "train")
-                        with ``split_seed`` (0); or instead of ``path``, ``splits`` (split -> file, relative to
-                        ``dir``); ``src_column`` (0), ``tgt_column`` (1), ``dir`` (""), ``max_chars`` (None)
-``jsonl``               ``splits`` (required: split -> file, relative to ``dir``); ``dir`` (""); ``document_key``
-                        ("document"), ``summary_key`` ("summary"), ``max_chars`` (None)
+                        with ``split_seed`` (0); and / or ``splits`` (split -> file, relative to ``dir``);
+                        ``src_column`` (0), ``tgt_column`` (1), ``dir`` (""), ``max_chars`` (None)
+``jsonl``               ``path`` and / or ``splits`` as for ``tsv`` (split by hashed document); ``dir`` ("");
+                        ``document_key`` ("document"), ``summary_key`` ("summary"), ``max_chars`` (None)
 ``tfds_translation``    ``tfds_name`` ("wmt14_translate/de-en"); ``src_lang`` ("en"), ``tgt_lang`` ("de"): feature
                         keys; ``splits`` (``{"train": "train", "validation": "validation", "test": "test"}``: split ->
                         tfds split, slices like ``"train[:1%]"`` allowed); ``tfds_data_dir`` (None: tfds' default);
                         ``tfds_download`` (False); ``tfds_backend`` ("auto"); ``max_chars`` (None)
-``tfds_summarization``  ``tfds_name`` (required: "cnn_dailymail" or "xsum", optionally with a config / version);
+``tfds_summarization``  ``tfds_name`` (required: any tfds dataset, optionally with a config / version);
+                        ``document_key``, ``summary_key`` (its feature names; known for "cnn_dailymail" and "xsum");
                         ``splits``, ``tfds_data_dir``, ``tfds_download``, ``tfds_backend``, ``max_chars`` as above
 ======================  ================================================================================================
+
+Every file source splits the same way (:func:`attnjax.data.config_keys.file_splits`): ``splits`` without a
+validation file has one carved out of its train file by hash (``config.data.heldout``, default 5%), and a split that
+comes out empty is an error naming it.
 
 The extractive-QA sources (``squad_json``, ``tfds_squad``) give SQuAD records rather than text pairs: see
 :func:`attnjax.data.squad.load_qa_task`.
@@ -43,7 +48,7 @@ from collections.abc import Sequence
 from typing import Any, Callable
 
 from attnjax import fs
-from attnjax.data.config_keys import configured_splits, get, in_dir, only_splits
+from attnjax.data.config_keys import configured_splits, file_splits, get, in_dir
 # Re-exported (see __all__): the readers were defined here before they moved to files.py and tfds_sources.py.
 from attnjax.data.files import jsonl_summarization, parallel_text, read_lines, split_by_source, tsv_pairs
 from attnjax.data.pairs import Pair
@@ -68,40 +73,42 @@ def _find_file(stem: str) -> str:
 
 
 def _load_parallel_text(data_cfg, only=None, **_) -> dict[str, list[Pair]]:
-  directory = os.fspath(get(data_cfg, "dir"))
+  directory = os.fspath(get(data_cfg, "dir", "") or "")
   src_lang, tgt_lang = get(data_cfg, "src_lang"), get(data_cfg, "tgt_lang")
   max_chars = get(data_cfg, "max_chars", None)
-  out = {}
-  for split, stem in configured_splits(data_cfg, only=only).items():
-    base = in_dir(directory, stem)
-    out[split] = parallel_text(_find_file(f"{base}.{src_lang}"), _find_file(f"{base}.{tgt_lang}"),
-                               max_chars=max_chars, keep_all=_keep_all(split))
-  return out
+
+  def read(stem, split):
+    base = in_dir(directory, os.fspath(stem))
+    return parallel_text(_find_file(f"{base}.{src_lang}"), _find_file(f"{base}.{tgt_lang}"), max_chars=max_chars,
+                         keep_all=_keep_all(split))
+
+  return file_splits(data_cfg, read, key=_source_text, default_heldout=DEFAULT_HELDOUT, only=only, what="pair")
+
+
+def _source_text(pair: Pair) -> str:
+  return pair[0]
 
 
 def _load_tsv(data_cfg, only=None, **_) -> dict[str, list[Pair]]:
   directory = os.fspath(get(data_cfg, "dir", "") or "")
   columns = {"src_column": get(data_cfg, "src_column", 0), "tgt_column": get(data_cfg, "tgt_column", 1),
              "max_chars": get(data_cfg, "max_chars", None)}
-  path, splits = get(data_cfg, "path", None), get(data_cfg, "splits", None)
-  if (path is None) == (splits is None):
-    raise ValueError("config.data.source='tsv' needs exactly one of config.data.path (one file, split by "
-                     "config.data.heldout) and config.data.splits (split -> file)")
-  if splits is not None:
-    return {split: tsv_pairs(in_dir(directory, name), keep_all=_keep_all(split), **columns)
-            for split, name in configured_splits(data_cfg, only=only).items()}
-  # one file split by hashed source: its unusable lines belong to no split (they define the splits, not a reference)
-  heldout = dict(get(data_cfg, "heldout", DEFAULT_HELDOUT).items())
-  return only_splits(split_by_source(tsv_pairs(in_dir(directory, os.fspath(path)), **columns), heldout,
-                                     seed=get(data_cfg, "split_seed", 0)), only)
+
+  def read(name, split):  # one file split by hashed source: its unusable lines belong to no split
+    return tsv_pairs(in_dir(directory, os.fspath(name)), keep_all=_keep_all(split), **columns)
+
+  return file_splits(data_cfg, read, key=_source_text, default_heldout=DEFAULT_HELDOUT, only=only, what="pair")
 
 
 def _load_jsonl(data_cfg, only=None, **_) -> dict[str, list[Pair]]:
   directory = os.fspath(get(data_cfg, "dir", "") or "")
   keys = {"document_key": get(data_cfg, "document_key", "document"),
           "summary_key": get(data_cfg, "summary_key", "summary"), "max_chars": get(data_cfg, "max_chars", None)}
-  return {split: jsonl_summarization(in_dir(directory, name), keep_all=_keep_all(split), **keys)
-          for split, name in configured_splits(data_cfg, only=only).items()}
+
+  def read(name, split):
+    return jsonl_summarization(in_dir(directory, os.fspath(name)), keep_all=_keep_all(split), **keys)
+
+  return file_splits(data_cfg, read, key=_source_text, default_heldout=DEFAULT_HELDOUT, only=only, what="document")
 
 
 def _tfds_options(data_cfg, process_index, process_count) -> dict[str, Any]:
@@ -121,7 +128,8 @@ def _load_tfds_translation(data_cfg, process_index=None, process_count=None, onl
 def _load_tfds_summarization(data_cfg, process_index=None, process_count=None, only=None) -> dict[str, list[Pair]]:
   options = _tfds_options(data_cfg, process_index, process_count)
   name = get(data_cfg, "tfds_name")
-  return {split: tfds_summarization(name, tfds_split, keep_all=_keep_all(split), **options)
+  keys = {"document_key": get(data_cfg, "document_key", None), "summary_key": get(data_cfg, "summary_key", None)}
+  return {split: tfds_summarization(name, tfds_split, keep_all=_keep_all(split), **keys, **options)
           for split, tfds_split in configured_splits(data_cfg, DEFAULT_TFDS_SPLITS, only=only).items()}
 
 

@@ -89,11 +89,12 @@ def parse_squad(dataset: Any, path: str = "<dataset>") -> list[SquadQuestion]:
   "qas": [{"id", "question", "answers": [{"text", "answer_start"}], "is_impossible"?}]}]}]}``).
 
   v2.0's ``plausible_answers`` are not gold and are ignored; an ``is_impossible`` question keeps no answer. Answers
-  whose text does not occur at ``answer_start`` are kept (their span is ``answer_start`` + the text's length) and
-  counted in a warning.
+  whose text occurs in the context but not at ``answer_start`` are kept (their span is ``answer_start`` + the text's
+  length) and counted in a warning; an answer whose text is nowhere in its context is an error.
 
   Raises:
-    ValueError: a missing key, a wrong type, a duplicate question id or an answer_start outside the context, naming
+    ValueError: a missing key, a wrong type, a duplicate question id, an answer_start outside the context or an
+      answer that is not in it, naming
       ``path`` and the JSON location (``data[3].paragraphs[0].qas[5]``).
   """
   data = _require(dataset, "data", list, "the top level", path)
@@ -124,6 +125,9 @@ def parse_squad(dataset: Any, path: str = "<dataset>") -> list[SquadQuestion]:
           if not 0 <= start <= len(context) - len(text):
             raise ValueError(f"{path}: {where_answer}: answer_start {start} with a {len(text)}-character answer is "
                              f"outside the {len(context)}-character context")
+          if text not in context:
+            raise ValueError(f"{path}: {where_answer}: the answer {text[:60]!r} is not in its context (question id "
+                             f"{qid!r})")
           if context[start:start + len(text)] != text:
             misaligned += 1
             first_misaligned = first_misaligned or qid

@@ -41,12 +41,16 @@ _TFDS_MODULES = {"wmt": "tensorflow_datasets.translate", "cnn_dailymail": "tenso
                  "xsum": "tensorflow_datasets.summarization"}
 
 
-def _import_tfds(name: str):
+def _import_tfds(name: str, category: str | None = None):
+  """tfds, with the module that registers ``name`` imported (``category``: tfds' package of such datasets, e.g.
+  "summarization", for a dataset named by the user rather than one attnjax knows)."""
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top  (0.3 s; only tfds sources need it)
   base = _base_name(name)
   for prefix, module in _TFDS_MODULES.items():
     if base.startswith(prefix):
       importlib.import_module(module)
+  if category is not None:  # registers the category's legacy datasets (without TensorFlow nothing else does)
+    importlib.import_module(f"tensorflow_datasets.{category}")
   return tfds
 
 
@@ -77,14 +81,14 @@ def host_split(split: Any, process_index: int | None = None, process_count: int 
 
 
 def tfds_examples(name: str, split: Any = "train", *, data_dir: str | None = None, download: bool = False,
-                  backend: str = "auto", process_index: int | None = None,
-                  process_count: int | None = None) -> Iterator[dict[str, Any]]:
+                  backend: str = "auto", process_index: int | None = None, process_count: int | None = None,
+                  category: str | None = None) -> Iterator[dict[str, Any]]:
   """The examples of a tensorflow-datasets split as dicts of NumPy values / Python strings, in the stored order.
 
   See the module docstring for ``backend`` and the per-process slicing. Text features come as ``bytes`` or ``str``
   depending on the back end; use :func:`as_text`.
   """
-  tfds = _import_tfds(name)
+  tfds = _import_tfds(name, category)
   backend = _resolve_backend(backend)
   split = host_split(split, process_index, process_count)
   try:
@@ -169,7 +173,22 @@ def tfds_summarization(name: str = "cnn_dailymail", split: Any = "train", *, dat
                        f"document_key and summary_key")
     document_key, summary_key = SUMMARIZATION_KEYS[base]
   return _tfds_pairs(name, split, document_key, summary_key, max_chars, keep_all, data_dir=data_dir, download=download,
-                     backend=backend, process_index=process_index, process_count=process_count)
+                     backend=backend, process_index=process_index, process_count=process_count,
+                     category="summarization")
+
+
+def tfds_texts(name: str, split: Any = "train", text_key: str = "text", *, data_dir: str | None = None,
+               download: bool = False, backend: str = "auto", process_index: int | None = None,
+               process_count: int | None = None) -> list[str]:
+  """The text feature ``text_key`` of every example of a tensorflow-datasets split, in the stored order: the
+  documents of a language model's corpus (``wikipedia/20230601.en``'s ``text``, ``lm1b``'s ``text``, ...)."""
+  texts = []
+  for i, example in enumerate(tfds_examples(name, split, data_dir=data_dir, download=download, backend=backend,
+                                            process_index=process_index, process_count=process_count,
+                                            category="text")):
+    where = f"tfds {name} split {split!r}, example {i}"
+    texts.append(as_text(_feature(example, text_key, where), where))
+  return texts
 
 
 def tfds_squad(name: str = "squad/v1.1", split: Any = "validation", *, data_dir: str | None = None,

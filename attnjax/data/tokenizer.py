@@ -271,7 +271,8 @@ _TRAINER_DEFAULTS = dict(train_sentencepiece.__kwdefaults__)  # part of a shared
 
 
 def load_or_train(workdir: str | os.PathLike, name: str, texts_fn: Callable[[], Iterable[str]], vocab_size: int, *,
-                  shared_dir: str | os.PathLike | None = None, **train_options) -> SentencePieceVocab:
+                  shared_dir: str | os.PathLike | None = None, given: str | os.PathLike | None = None,
+                  **train_options) -> SentencePieceVocab:
   """``<workdir>/<name>.model`` if it exists, else a model trained on ``texts_fn()`` and saved there.
 
   ``texts_fn`` is only called when training is needed. A cached model whose size or type differs from what is asked
@@ -284,10 +285,14 @@ def load_or_train(workdir: str | os.PathLike, name: str, texts_fn: Callable[[], 
     shared_dir: a directory that runs share (the points of a sweep): a model trained there on the same texts with
       the same options is copied into the workdir instead of trained again (training is deterministic, so it is the
       model this run would train), and a model trained here is left there for the next run.
+    given: a user's sentencepiece model (``config.data.spm_model``) used instead of training one: copied into the
+      workdir on the first start, so that evaluation reads the copy; ``vocab_size`` and the options are its own then.
     vocab_size, train_options: as :func:`train_sentencepiece`.
   """
   prefix = os.fspath(fs.join(workdir, name))
   path = prefix + MODEL_SUFFIX
+  if given is not None:
+    return _given_model(os.fspath(given), path)
   if fs.exists(path):
     vocab = SentencePieceVocab.load(path)
     model_type = train_options.get("model_type", "unigram")
@@ -316,6 +321,24 @@ def load_or_train(workdir: str | os.PathLike, name: str, texts_fn: Callable[[], 
   return vocab
 
 
+def _given_model(given: str, path: str) -> SentencePieceVocab:
+  """The user's model ``given``, copied to ``path`` (a workdir's) on the first start; afterwards the copy (the
+  original may have moved), which must be the same model if the original is still there."""
+  if fs.exists(path):
+    kept = fs.read_bytes(path)
+    if fs.exists(given) and fs.read_bytes(given) != kept:
+      raise ValueError(f"config.data.spm_model={given!r} differs from the model this workdir was trained with "
+                       f"({path}): use a new workdir")
+    return SentencePieceVocab(kept, path=path)
+  if not fs.exists(given):
+    raise FileNotFoundError(f"config.data.spm_model={given!r}: no such file")
+  data = fs.read_bytes(given)
+  vocab = SentencePieceVocab(data, path=given)  # ValueError naming the file: not a model, or other special ids
+  fs.write_bytes(path, data)
+  logging.info("Using the sentencepiece model %s (%d pieces), copied to %s", given, vocab.size, path)
+  return SentencePieceVocab(data, path=path)
+
+
 def load_or_train_pair(workdir: str | os.PathLike, pairs_fn: Callable[[], Sequence[tuple[str, str]]],
                        vocab_size: int, *, joint: bool = True, name: str = "spm",
                        **train_options) -> tuple[SentencePieceVocab, SentencePieceVocab]:
@@ -324,6 +347,8 @@ def load_or_train_pair(workdir: str | os.PathLike, pairs_fn: Callable[[], Sequen
 
   ``pairs_fn`` returns the training pairs; it is called at most once, and not at all when the models are cached.
   """
+  if train_options.get("given") is not None and not joint:
+    raise ValueError("config.data.spm_model is one vocabulary for both sides: it needs config.data.joint_vocab=True")
   cache: list[Sequence[tuple[str, str]]] = []
 
   def pairs():

@@ -5,8 +5,8 @@ family                    ``config.data.source``                         ``confi
 ========================  =============================================  ===========================================
 ``seq2seq``               synthetic, parallel_text, tsv, jsonl, tfds_*   transformer, lstm_*, convs2s, ... (the rest)
 ``span_qa``               squad_json, tfds_squad                         span_qa
-``masked_lm``             mlm_jsonl                                      bert_mlm
-``language_model``        lm_jsonl                                       decoder_lm
+``masked_lm``             mlm_jsonl, mlm_text                            bert_mlm
+``language_model``        lm_jsonl, lm_text, tfds_lm                     decoder_lm
 ========================  =============================================  ===========================================
 
 A config's family is the one whose ``sources`` hold its ``data.source`` (:func:`of`). What a family is and does:
@@ -29,6 +29,13 @@ FAMILIES: dict[str, TaskFamily] = {family.name: family for family in (
 _BY_SOURCE = {source: family for family in FAMILIES.values() for source in family.sources}
 SOURCES = tuple(_BY_SOURCE)  # every config.data.source
 _CLAIMED_MODELS = {name: family for family in FAMILIES.values() for name in family.model_names}
+
+
+def resolve_best(config) -> None:
+  """Sets ``config.train.best_metric`` and ``best_mode`` to the family's own for the config's data where the metric
+  is unset (:meth:`TaskFamily.default_best`), so that the config a run saves names what it ranked by."""
+  if config.train.get("best_metric") is None:
+    config.train.best_metric, config.train.best_mode = of(config).default_best(config.data)
 
 
 def for_source(source: str) -> TaskFamily:

@@ -79,17 +79,17 @@ class TaskFamily:
     title: what error messages call the family's sources ("extractive QA").
     sources: the ``config.data.source`` values it reads; each source belongs to one family.
     model_names: the ``config.model.name`` values it trains, and only it; empty: the models no family claims.
-    data_keys: the ``config.data`` keys it adds to :func:`attnjax.config.base_config`'s.
+    data_keys: the ``config.data`` keys it adds to :func:`attnjax.config.base_config`'s, each with the type of its
+      value (``dict[str, str]``: split -> file): a command line may set them on any experiment whose source is the
+      family's (``--config.data.path=pairs.tsv``), and :mod:`attnjax.cli` parses them to that type.
     metrics: what ``config.eval.metrics`` may ask for.
-    best_metric, best_mode: what ranks the "best" checkpoint by default (:func:`attnjax.data.tasks.use_task` sets
-      the registered task's own).
     batch_ndims: ``{key: rank}`` of a training batch's arrays, or None when every array is ``[batch, length]``.
   """
   name: str = ""
   title: str = ""
   sources: tuple[str, ...] = ()
   model_names: tuple[str, ...] = ()
-  data_keys: tuple[str, ...] = ()
+  data_keys: dict[str, Any] = {}
   metrics: tuple[str, ...] = ()
   batch_ndims: dict[str, int] | None = None
   decodes: bool = False  # its models generate text with attnjax.decoding (AOT planning compiles the search too)
@@ -99,6 +99,16 @@ class TaskFamily:
   def default_metrics(self, data_cfg) -> tuple[str, ...]:
     """What the task is scored with when ``config.eval.metrics`` is empty."""
     return self.metrics
+
+  def source_data_keys(self, source: str) -> dict[str, Any]:
+    """The ``data_keys`` that ``source`` reads (all of them unless the family says otherwise): what a command line
+    may add to an experiment's ``config.data`` for that source."""
+    return self.data_keys
+
+  def default_best(self, data_cfg) -> tuple[str, str]:
+    """``(best_metric, best_mode)``: what ranks the "best" checkpoint when ``config.train.best_metric`` is unset
+    (the first of :meth:`default_metrics`, ranked higher-is-better, unless the family says otherwise)."""
+    return self.default_metrics(data_cfg)[0], "max"
 
   def check_config(self, config) -> None:
     """The family's own checks of a config (its keys' values, what its loss allows); ValueError naming the key."""

@@ -63,10 +63,15 @@ class LanguageModel(RowFamily):
   """Next-token prediction on packed SentencePiece rows."""
   name = "language_model"
   title = "language-model"
-  sources = ("lm_jsonl",)
+  # lm_jsonl and lm_text: one reader (JSON lines or plain text: data.text_format); tfds_lm: a tfds text feature
+  sources = ("lm_jsonl", "lm_text", "tfds_lm")
   model_names = ("decoder_lm",)
-  data_keys = ROW_KEYS + ("vocab_size", "spm_model_type", "spm_train_chars", "train_tokens")
+  data_keys = {**ROW_KEYS, "vocab_size": int, "spm_model_type": str, "spm_train_chars": int, "train_tokens": int,
+               "tfds_name": str, "tfds_data_dir": str, "tfds_download": bool, "tfds_backend": str, "spm_model": str}
   metrics = LM_METRICS
+
+  def default_best(self, data_cfg) -> tuple[str, str]:
+    return "bits_per_byte", "min"
   loss_key = "lm_loss"
 
   def load_task(self, data_cfg, workdir: str) -> LmTaskData:
@@ -75,7 +80,7 @@ class LanguageModel(RowFamily):
   def load_vocabularies(self, data_cfg, workdir: str) -> tasks.Vocabularies:
     vocab = load_or_train(workdir, "spm", lambda: tasks.missing_vocabulary(workdir),
                           int(data_cfg.get("vocab_size", 8000)),
-                          model_type=data_cfg.get("spm_model_type", "unigram"))
+                          model_type=data_cfg.get("spm_model_type", "bpe"), given=data_cfg.get("spm_model"))
     return tasks.Vocabularies(vocab, vocab)
 
   def loss(self, config, task):

@@ -28,9 +28,10 @@ class MaskedLM(RowFamily):
   """BERT's masked-LM objective on packed WordPiece rows."""
   name = "masked_lm"
   title = "masked-LM"
-  sources = ("mlm_jsonl",)
+  sources = ("mlm_jsonl", "mlm_text")  # two names for one reader (JSON lines or plain text: data.text_format)
   model_names = ("bert_mlm",)
-  data_keys = ROW_KEYS + ("vocab_file", "lowercase", "max_predictions", "mask_rate", "squad_task")
+  data_keys = {**ROW_KEYS, "vocab_file": str, "lowercase": bool, "max_predictions": int, "mask_rate": float,
+               "squad_task": str}
   metrics = MLM_METRICS
   loss_key = "mlm_loss"
 

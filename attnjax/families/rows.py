@@ -10,7 +10,10 @@ import jax
 
 from attnjax.families.base import TaskFamily, fail, no_heatmap, write_metrics
 
-ROW_KEYS = ("dir", "path", "heldout", "split_seed", "max_articles", "seq_len", "shared_cache_dir")
+# the documents (a file split by title hash, or a file per split), how they are read, and the rows cut from them
+ROW_KEYS = {"dir": str, "path": str, "splits": dict[str, str], "heldout": dict[str, float], "split_seed": int,
+            "max_articles": int, "text_format": str, "text_key": str, "title_key": str, "seq_len": int,
+            "shared_cache_dir": str}
 
 
 class RowFamily(TaskFamily):

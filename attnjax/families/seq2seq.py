@@ -129,9 +129,11 @@ class Seq2Seq(TaskFamily):
   name = "seq2seq"
   title = "sequence-to-sequence"
   sources = ("synthetic",) + tuple(TEXT_SOURCES)
-  data_keys = ("dir", "src_lang", "tgt_lang", "splits", "max_chars", "path", "heldout", "split_seed", "src_column",
-               "tgt_column", "document_key", "summary_key", "tfds_name", "tfds_data_dir", "tfds_download",
-               "tfds_backend", "vocab_size", "joint_vocab", "spm_model_type")
+  data_keys = {"dir": str, "src_lang": str, "tgt_lang": str, "splits": dict[str, str], "max_chars": int, "path": str,
+               "heldout": dict[str, float], "split_seed": int, "src_column": int, "tgt_column": int,
+               "document_key": str, "summary_key": str, "tfds_name": str, "tfds_data_dir": str, "tfds_download": bool,
+               "tfds_backend": str, "vocab_size": int, "joint_vocab": bool, "spm_model_type": str,
+               "spm_model": str}
   metrics = DECODING_METRICS
   decodes = True
 
@@ -139,6 +141,13 @@ class Seq2Seq(TaskFamily):
     if data_cfg.source == "synthetic":
       return _SYNTHETIC_METRICS.get(data_cfg.task, _SYNTHETIC_DEFAULT_METRICS)
     return ("rouge",) if data_cfg.source in SUMMARIZATION_SOURCES else ("bleu", "chrf", "ter")
+
+  def source_data_keys(self, source: str) -> dict:
+    return {} if source == "synthetic" else self.data_keys  # a synthetic task is generated from config.data.task
+
+  def default_best(self, data_cfg) -> tuple[str, str]:
+    first = self.default_metrics(data_cfg)[0]
+    return ("rougeL" if first == "rouge" else first), "max"
 
   def check_config(self, config) -> None:
     d = config.data
@@ -180,7 +189,8 @@ class Seq2Seq(TaskFamily):
     src_vocab, tgt_vocab = load_or_train_pair(workdir, lambda: splits["train"],
                                               int(data_cfg.get("vocab_size", 8000)),
                                               joint=bool(data_cfg.get("joint_vocab", True)),
-                                              model_type=data_cfg.get("spm_model_type", "unigram"))
+                                              model_type=data_cfg.get("spm_model_type", "unigram"),
+                                              given=data_cfg.get("spm_model"))
     return tasks.TaskData(data_cfg.source, src_vocab, tgt_vocab, splits, self.default_metrics(data_cfg),
                           token_cache_dir=workdir, source_key=tasks.source_key(data_cfg))
 
@@ -196,7 +206,7 @@ class Seq2Seq(TaskFamily):
       return tasks.Vocabularies(vocab, vocab)
     src, tgt = load_or_train_pair(workdir, lambda: tasks.missing_vocabulary(workdir), int(data_cfg.get("vocab_size", 8000)),
                                   joint=bool(data_cfg.get("joint_vocab", True)),
-                                  model_type=data_cfg.get("spm_model_type", "unigram"))
+                                  model_type=data_cfg.get("spm_model_type", "unigram"), given=data_cfg.get("spm_model"))
     return tasks.Vocabularies(src, tgt)
 
   def load_split(self, data_cfg, split: str) -> list[tuple[str, str]]:

@@ -132,11 +132,16 @@ class SpanQA(TaskFamily):
   title = "extractive QA"
   sources = squad.QA_SOURCES
   model_names = ("span_qa",)
-  data_keys = ("dir", "splits", "path", "heldout", "split_seed", "max_chars", "tfds_name", "tfds_data_dir",
-               "tfds_download", "tfds_backend", "vocab_size", "spm_model_type", "max_question_len",
-               "max_context_len", "doc_stride", "vocab_file", "lowercase", "squad_version", "train_also",
-               "paragraph_negatives")
+  data_keys = {"dir": str, "splits": dict[str, str], "path": str, "heldout": dict[str, float], "split_seed": int,
+               "max_chars": int, "tfds_name": str, "tfds_data_dir": str, "tfds_download": bool, "tfds_backend": str,
+               "vocab_size": int, "spm_model_type": str, "max_question_len": int, "max_context_len": int,
+               "doc_stride": int, "vocab_file": str, "lowercase": bool, "squad_version": str, "train_also": str,
+               "paragraph_negatives": float, "spm_model": str}
   metrics = SPAN_METRICS
+
+  def default_best(self, data_cfg) -> tuple[str, str]:
+    # SQuAD 2.0: F1 at the no-answer threshold best on the split itself, what its final evaluation reports
+    return ("best_f1_spans" if data_cfg.get("squad_version") == "2.0" else "f1"), "max"
   batch_ndims = SPAN_BATCH_NDIMS
 
   def extra_values(self, task, names) -> tuple[str, ...]:
@@ -170,7 +175,7 @@ class SpanQA(TaskFamily):
       vocab = wordpiece_in_workdir(data_cfg, workdir)
     else:
       vocab = load_or_train(workdir, "spm", texts, int(data_cfg.get("vocab_size", 8000)),
-                            model_type=data_cfg.get("spm_model_type", "unigram"))
+                            model_type=data_cfg.get("spm_model_type", "unigram"), given=data_cfg.get("spm_model"))
     version = "2.0" if any(squad.squad_version(qs) == "2.0" for qs in splits.values()) else "1.1"
     self.check_version(data_cfg, version)
     return tasks.SpanTaskData(data_cfg.source, vocab, splits, *_lengths(data_cfg), version,
@@ -184,7 +189,7 @@ class SpanQA(TaskFamily):
     else:
       vocab = load_or_train(workdir, "spm", lambda: tasks.missing_vocabulary(workdir),
                             int(data_cfg.get("vocab_size", 8000)),
-                            model_type=data_cfg.get("spm_model_type", "unigram"))
+                            model_type=data_cfg.get("spm_model_type", "unigram"), given=data_cfg.get("spm_model"))
     return tasks.Vocabularies(vocab, vocab)
 
   def load_split(self, data_cfg, split: str) -> list[squad.SquadQuestion]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import shutil
 import signal
 import time
 
@@ -239,17 +241,51 @@ def train_and_evaluate(config, workdir: str, on_step=None, *, allow_config_chang
   training resumes from the newest complete checkpoint.
   """
   maybe_initialize_distributed(config.distributed)
-  with workdir_lock.hold(workdir) as lock:  # one run per workdir: a second one stops here, naming the holder
-    return _with_failure_handling(config, workdir, on_step, allow_config_change, lock)
+  fresh = _fresh_local_workdir(workdir)
+  opened: list = []  # the run's Experiment, once made
+  try:
+    with workdir_lock.hold(workdir) as lock:  # one run per workdir: a second one stops here, naming the holder
+      return _with_failure_handling(config, workdir, on_step, allow_config_change, lock, opened)
+  except (ValueError, FileNotFoundError):  # a mistake in the config or the data, refused before training
+    if fresh is not None and not opened and jax.process_count() == 1:
+      _undo_first_start(workdir, created=fresh)
+    raise
 
 
-def _with_failure_handling(config, workdir, on_step, allow_config_change, lock) -> dict:
+def _fresh_local_workdir(workdir) -> bool | None:
+  """For a local workdir that is missing (True) or empty (False): whether this start creates it; None otherwise
+  (a workdir with a run in it, or a bucket)."""
+  if fs.is_url(workdir):
+    return None
+  if not os.path.exists(workdir):
+    return True
+  return False if os.path.isdir(workdir) and not os.listdir(workdir) else None
+
+
+def _undo_first_start(workdir, *, created: bool) -> None:
+  """What a first start refused for bad input wrote (its vocabulary, token caches, config, lock files) is removed,
+  so that the workdir is as it was: a fixed command starts clean, and nothing in it looks like a run. Not once a
+  checkpoint exists."""
+  checkpoints = os.path.join(workdir, "checkpoints")
+  if os.path.isdir(checkpoints) and os.listdir(checkpoints):
+    return
+  if created:
+    shutil.rmtree(workdir, ignore_errors=True)
+    return
+  for name in os.listdir(workdir):
+    target = os.path.join(workdir, name)
+    if os.path.isdir(target) and not os.path.islink(target):
+      shutil.rmtree(target, ignore_errors=True)
+    else:
+      os.remove(target)
+
+
+def _with_failure_handling(config, workdir, on_step, allow_config_change, lock, opened: list) -> dict:
   watchdog = PeerWatchdog.start_if_multihost(config.distributed, str(fs.join(workdir, "checkpoints")))
   if watchdog is not None and lock is not None:
     watchdog.before_exit.append(lock.release)  # a process ending at once frees the workdir for the restart
   if lock is not None:  # another run took the workdir over (it found this one's heartbeat stale): stop
     on_step = _checking(lock, on_step)
-  opened: list = []  # the run's Experiment, once made
   try:
     return _train_and_evaluate(config, workdir, on_step, allow_config_change, watchdog, opened)
   except BaseException as e:  # pylint: disable=broad-except
@@ -286,6 +322,7 @@ def _open_experiment(config, workdir, allow_config_change, opened: list) -> tupl
   fine-tune gives the config its model first."""
   warm_start.adopt_checkpoint_model(config, workdir)
   config_lib.validate(config)
+  families.resolve_best(config)
   provenance.check_resume(workdir, config, allow_change=allow_config_change)  # before config.json is overwritten
   init_from = config.train.get("init_from")
   init_from = warm_start.resolve(init_from, workdir) if init_from else None
@@ -295,9 +332,9 @@ def _open_experiment(config, workdir, allow_config_change, opened: list) -> tupl
     from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
     multihost_utils.sync_global_devices("attnjax warm start vocabulary")
   exp = Experiment(config, workdir)
-  opened.append(exp)
   # an evaluation of a checkpoint ranks nothing
   _check_best_metric(config.train.best_metric, exp.metrics, exp.family.extra_values(exp.task, exp.metrics))
+  opened.append(exp)
   return exp, init_from
 
 

@@ -111,7 +111,7 @@ def test_articles_split_by_title_skip_empty_ones_and_name_a_bad_line(tmp_path):
   assert all(len(v) > 5 for v in splits.values())
   with open(path, "a", encoding="utf-8") as f:
     f.write("{not json\n")
-  with pytest.raises(ValueError, match=r"articles.jsonl:81: not JSON"):
+  with pytest.raises(ValueError, match=r"articles.jsonl, line 81: invalid JSON"):
     articles_lib.read_articles(path)
 
 

@@ -156,7 +156,7 @@ def test_load_text_task_splits_one_tsv_file_into_heldout_sets(tmp_path):
 def test_load_text_task_reads_jsonl_splits_from_a_plain_dict(tmp_path):
   write(tmp_path / "train.jsonl", [json.dumps({"text": "Doc.", "gist": "D."})])
   cfg = {"source": "jsonl", "dir": str(tmp_path), "splits": {"train": "train.jsonl"}, "document_key": "text",
-         "summary_key": "gist"}
+         "summary_key": "gist", "heldout": {}}  # no validation carved out of train
   assert load_text_task(cfg) == {"train": [("Doc.", "D.")]}
 
 
