@@ -25,6 +25,7 @@ PAGES = {
     "docs/scaling_study": "results/scaling",
     "docs/summarization": "results/summarization",
     "docs/squad2_study": "results/squad2",
+    "docs/squad_official_study": "results/squad_official",
 }
 # sections whose rows are recomputed from the data sets, not read from the records
 DATA_SECTIONS = re.compile(r"by (source|article) length")
@@ -218,6 +219,7 @@ MANYTHINGS = "manythings en→fr (sacreBLEU)"
 CNN_DAILYMAIL = "CNN/DailyMail subset (4,490 articles, ROUGE-1/2/L)"
 SQUAD = "SQuAD v1.1 dev, split by article (EM / F1)"
 SQUAD2 = "SQuAD 2.0 dev, split by article (EM / F1, then HasAns / NoAns F1)"
+SQUAD_OFFICIAL = "SQuAD v1.1 dev, all 10,570 questions, trained on SQuAD 1.1 train (EM / F1)"
 WIKIPEDIA = "Wikipedia, held-out articles (bits/byte, nats/token)"
 STS = "STS Benchmark test (cosine Spearman)"
 
@@ -291,6 +293,15 @@ def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
   row(SQUAD, f"the same, from this project's masked LM ({mlm['train_seconds'] / 3600:.0f} h on Wikipedia, "
       f"{mlm_tokens / 1e6:.1f}M tokens)", squad("squad_transfer/bert_from_mlm/single/default"), "60 min")
   row(SQUAD, "the same, from `all-MiniLM-L6-v2`", squad("squad_transfer/bert_from_minilm/single/default"), "60 min")
+
+  official = _records("results/squad_official")
+  minilm = _one(official, run="squad_v1_official/bert_from_minilm/single/default")
+  scored = json.loads((ROOT / "results/squad_official" / minilm["run"] / "metrics.test.json").read_text())
+  assert scored["examples"] == 10570  # every question of the official dev set
+  row(SQUAD_OFFICIAL, f"MiniLM-sized BERT reader, from `all-MiniLM-L6-v2` ({_steps(minilm['step'])} steps of "
+      f"{minilm['config']['data']['batch_size']} windows)",
+      f"{minilm['scores']['exact_match']:.2f} / {minilm['scores']['f1']:.2f}",
+      f"{minilm['config']['train']['time_limit_minutes']:.0f} min")
 
   squad2 = _records("results/squad2")
 
