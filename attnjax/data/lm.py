@@ -109,7 +109,7 @@ class LmTaskData:
           break
       return out
 
-    self.shared_dir = get(data_cfg, "shared_cache_dir", None)
+    self.shared_dir = get(data_cfg, "shared_cache_dir", None) or None  # "" (a flag that clears it): none
     self.vocab = load_or_train(workdir, "spm", paragraphs, int(get(data_cfg, "vocab_size", 8000)),
                                shared_dir=self.shared_dir, model_type=get(data_cfg, "spm_model_type", "bpe"),
                                given=get(data_cfg, "spm_model", None))

@@ -116,6 +116,17 @@ def test_a_split_that_would_be_empty_is_named(tmp_path):
     sources.load_text_task({"source": "tsv", "splits": {"train": str(tmp_path / "empty.tsv")}, "heldout": {}})
 
 
+def test_a_cleared_shared_cache_keeps_a_language_models_files_in_its_workdir(tmp_path, monkeypatch):
+  from attnjax.data.lm import LmTaskData  # pylint: disable=g-import-not-at-top
+  (tmp_path / "corpus.txt").write_text("".join(f"the cat {i % 7} sat on mat {i % 5}\n" for i in range(200)))
+  monkeypatch.chdir(tmp_path)
+  cfg = {"source": "lm_text", "path": "corpus.txt", "vocab_size": 30, "seq_len": 16, "shared_cache_dir": "",
+         "heldout": {"validation": 0.1}}
+  task = LmTaskData(cfg, str(tmp_path / "run"))
+  task.rows("train")
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "run"]  # nothing beside the workdir
+
+
 # ------------------------------------------------------------------------------------------ a vocabulary given
 
 
