@@ -199,3 +199,11 @@ def test_a_masked_lm_uses_context_when_it_beats_token_frequencies(loss, accuracy
   from attnjax.report import transfer  # pylint: disable=g-import-not-at-top
   frequencies = {"mlm_loss": 3.0, "mlm_accuracy": 0.40}
   assert transfer.context_verdict({"mlm_loss": loss, "mlm_accuracy": accuracy}, frequencies).startswith(verdict)
+
+
+def test_a_reader_of_windows_counts_windows_not_questions():
+  from attnjax.report.transfer import fine_tuning  # pylint: disable=g-import-not-at-top
+  record = {"config": {"data": {"batch_size": 32, "doc_stride": 128}}, "trained_step": 10, "train_seconds": 3600}
+  assert fine_tuning(record).startswith("10 steps (320 windows), ")
+  record["config"]["data"]["doc_stride"] = None  # contexts cut instead: one example a question
+  assert fine_tuning(record).startswith("10 steps (320 questions), ")

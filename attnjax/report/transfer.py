@@ -146,8 +146,9 @@ def fine_tuning(record: dict) -> str:
   if not step:
     return "—"
   batch = int(data.get("batch_size") or 0)  # 0: batches by token count (the BiLSTM's)
-  questions = f" ({step * batch:,} questions)" if batch else ""
-  return f"{step:,} steps{questions}, {format_wall(record.get('train_seconds'))} (h:mm)"
+  unit = "windows" if data.get("doc_stride") else "questions"  # a reader of windows: a question can give several
+  seen = f" ({step * batch:,} {unit})" if batch else ""
+  return f"{step:,} steps{seen}, {format_wall(record.get('train_seconds'))} (h:mm)"
 
 
 def transfer_section(records: list[dict], out: fs.PathLike) -> str | None:
