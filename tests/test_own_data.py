@@ -169,6 +169,10 @@ def test_the_guide_commands_run_as_written(workdir, tmp_path):
   if expected is not None:  # the evaluation scored every example of test
     scored = json.loads((run / "metrics.test.json").read_text())
     assert scored["examples"] == expected, (scored, expected)
+    written = list(run.glob("hypotheses.test.step*.txt"))  # the guide's output file: a line per example
+    assert len(written) == (workdir in ("runs/my_translation", "runs/my_summaries"))
+    for hypotheses in written:
+      assert len(hypotheses.read_text().split("\n")) - 1 == expected
   for command, stdout in outputs:
     if "attnjax.translate" in command:
       assert len(stdout.splitlines()) == 1  # one translation for the one input line
