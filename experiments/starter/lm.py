@@ -10,9 +10,8 @@ The file is split by a hash of each document into train and 0.5% validation and 
 evaluation reports the loss and bits per byte of every row of the split.
 """
 
-import ml_collections
-
 from attnjax.config import base_config
+from experiments.wikipedia import lm as wikipedia_lm
 
 
 def get_config():
@@ -24,9 +23,7 @@ def get_config():
     d.vocab_size = 8000
     d.spm_model_type = "bpe"
   d.batch_size, d.max_tokens = 16, None  # rows of seq_len tokens per step
-  config.model = ml_collections.ConfigDict(dict(
-      name="decoder_lm", num_layers=4, d_model=256, num_heads=4, d_ff=1024, dropout_rate=0.1, positional="learned",
-      max_length=1024, max_relative_distance=64, activation="gelu_tanh"))
+  config.model = wikipedia_lm.get_config().model  # the language-model study's 4 × 256 model, as it is
   t = config.train
   t.optimizer, t.schedule, t.learning_rate, t.warmup_steps = "adam", "linear", 1e-3, 200
   t.adam_b1, t.adam_b2, t.adam_eps, t.weight_decay, t.label_smoothing = 0.9, 0.95, 1e-8, 0.1, 0.0

@@ -10,9 +10,8 @@ add a file (a test set) to one split by hash. A v2.0 file needs ``--config.model
 no-answer option). Evaluation scores every question of the split by the official rules (the best over its answers).
 """
 
-import ml_collections
-
 from attnjax.config import base_config
+from experiments.squad import span_qa_bilstm
 
 
 def get_config():
@@ -27,9 +26,7 @@ def get_config():
     d.doc_stride = 128  # longer paragraphs are read in windows of 256 tokens every 128: no answer out of reach
   d.max_tokens = 8192  # rows · max(question, context + 1) per batch
   d.bucket_boundaries = (96, 128, 192)
-  config.model = ml_collections.ConfigDict(dict(
-      name="span_qa", encoder="bilstm", d_model=128, num_layers=1, dropout_rate=0.2, allow_no_answer=False,
-      max_answer_length=30))
+  config.model = span_qa_bilstm.get_config().model  # the SQuAD study's reader, as it is
   t = config.train
   t.schedule, t.learning_rate, t.warmup_steps, t.label_smoothing = "constant", 1e-3, 200, 0.0
   t.steps = 4000
