@@ -1,7 +1,8 @@
 """Evaluate a checkpoint: restore its parameters, predict every example of a split, score, write the predictions.
 
     python -m attnjax.evaluate --workdir=DIR [--split=test[,test2017,...]] [--checkpoint=best|latest|STEP]
-                               [--average_last=N] [--data_dir=DIR] [--metrics=bleu,chrf,ter,meteor]
+                               [--average_last=N] [--weights=auto|average|params] [--data_dir=DIR]
+                               [--metrics=bleu,chrf,ter,meteor]
                                [--eval beam_size=8 ...] [--heatmap=PATH] [--limit=N]
 
 Light by design: workdir → config → vocabulary → model → parameters (no optimiser state) → sharded decoding of the
@@ -34,6 +35,10 @@ _SPLIT = flags.DEFINE_list("split", ["test"], "the split(s) to evaluate, comma-s
 _CHECKPOINT = flags.DEFINE_string("checkpoint", "best", "'best', 'latest' or a step number")
 _AVERAGE_LAST = flags.DEFINE_integer("average_last", None, "average the parameters of the last N kept checkpoints "
                                      "(Vaswani et al. averaged the last 5 / 20) instead of --checkpoint")
+_WEIGHTS = flags.DEFINE_enum("weights", "auto", ["auto", "average", "params"],
+                              "'auto': the moving average of the parameters where the run kept one "
+                              "(train.ema_decay), else the parameters; 'params': the parameters themselves (files "
+                              "and metrics.<split>.params.json take .params); 'average': the average or an error")
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "where the data files are (overrides the saved data.dir)")
 _LIMIT = flags.DEFINE_integer("limit", None, "score only the first N examples")
 _HEATMAP = flags.DEFINE_string("heatmap", None, "write the attention heatmap of the first example to this PNG")
@@ -83,7 +88,7 @@ def main(argv):
       results[split] = evaluate_checkpoint(_WORKDIR.value, split=split, checkpoint=_CHECKPOINT.value,
                                            average_last=_AVERAGE_LAST.value, data_dir=_DATA_DIR.value,
                                            limit=_LIMIT.value, heatmap=_HEATMAP.value if i == 0 else None,
-                                           eval_overrides=overrides,
+                                           eval_overrides=overrides, weights=_WEIGHTS.value,
                                            metrics=None if _METRICS.value is None else tuple(_METRICS.value))
     except MetricUnavailableError as e:
       raise SystemExit(f"error: {e}") from None

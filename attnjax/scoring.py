@@ -40,8 +40,10 @@ def _task_metrics(config) -> tuple[str, ...]:
 def evaluate_checkpoint(workdir: str, *, split: str = "test", checkpoint: str = "best",
                         average_last: int | None = None, data_dir: str | None = None, limit: int | None = None,
                         heatmap: str | None = None, eval_overrides: dict | None = None,
-                        metrics: tuple[str, ...] | None = None) -> dict[str, Any]:
-  """Scores ``split`` with the parameters of ``checkpoint`` (or the average of the last ``average_last``).
+                        metrics: tuple[str, ...] | None = None, weights: str = "auto") -> dict[str, Any]:
+  """Scores ``split`` with the parameters of ``checkpoint`` (or the average of the last ``average_last``); a run
+  that kept a moving average of its parameters is scored on it unless ``weights="params"``
+  (:func:`attnjax.trained.load_workdir`), whose files then take ``.params`` (``metrics.<split>.params.json``).
 
   Writes into the workdir (process 0): ``hypotheses.<split>.step<N>.txt`` (one detokenized output per example, in
   order) for seq2seq tasks, ``predictions.<split>.step<N>.json`` (question id -> answer, the official SQuAD format)
@@ -59,6 +61,7 @@ def evaluate_checkpoint(workdir: str, *, split: str = "test", checkpoint: str = 
   tasks.resolve_data_dir(config.data, workdir, data_dir)
 
   def load():
-    return trained.load_workdir(workdir, checkpoint=checkpoint, average_last=average_last, config=config)
+    return trained.load_workdir(workdir, checkpoint=checkpoint, average_last=average_last, config=config,
+                                weights=weights)
 
   return family.evaluate_checkpoint(workdir, config, split, load, names=names, limit=limit, heatmap=heatmap)

@@ -38,6 +38,8 @@ class Loaded:
   step: int
   steps: tuple[int, ...]  # the checkpoints whose parameters were averaged (one unless average_last)
   checkpoint: Any = None  # a Hugging Face directory's attnjax.transfer.published.Imported (its generation settings)
+  # which of the checkpoint's trees: "params", or "average" (the moving average a run with train.ema_decay keeps)
+  weights: str = "params"
 
 
 def checkpoint_config(model_dir: str):
@@ -67,8 +69,11 @@ def load_config(workdir: str):
   return config_lib.load_config(workdir)
 
 
+WEIGHTS = ("auto", "average", "params")
+
+
 def load_workdir(workdir: str, *, checkpoint: str = "best", average_last: int | None = None,
-                 config=None) -> Loaded:
+                 config=None, weights: str = "auto") -> Loaded:
   """workdir → config → vocabularies → model → parameters (only: an Orbax partial restore; the moving average of
   the parameters where the run kept one), replicated for decoding.
 
@@ -77,11 +82,24 @@ def load_workdir(workdir: str, *, checkpoint: str = "best", average_last: int | 
     checkpoint: "best" (by the validation metric it was saved with), "latest" or a step number.
     average_last: average the parameters of the last N kept checkpoints instead.
     config: the workdir's config with overrides applied (default: as saved).
+    weights: "auto" (the moving average of the parameters where the run kept one, else the parameters), "average"
+      (the moving average; a run without one is an error) or "params" (the parameters themselves).
   """
+  if weights not in WEIGHTS:
+    raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
   from attnjax.transfer import published  # pylint: disable=g-import-not-at-top
   if published.is_checkpoint_dir(workdir):
+    if weights == "average":
+      raise ValueError(f"weights='average': {workdir} is a Hugging Face checkpoint directory, which holds the "
+                       "parameters only")
     return _load_checkpoint_dir(workdir, config)
   config = config_lib.load_config(workdir) if config is None else config
+  # a run that keeps a moving average of its parameters (train.ema_decay) is evaluated on it
+  kept = config.train.get("ema_decay") is not None
+  if weights == "average" and not kept:
+    raise ValueError(f"weights='average': {workdir} kept no moving average of its parameters (train.ema_decay "
+                     "was not set)")
+  key = "ema_params" if kept and weights != "params" else "params"
   vocabularies = families.load_vocabularies(config.data, workdir)
   model = build_model_for(config, vocabularies)
   mesh = inference_mesh(config)
@@ -91,15 +109,14 @@ def load_workdir(workdir: str, *, checkpoint: str = "best", average_last: int | 
                               best_metric=config.train.best_metric, best_mode=config.train.best_mode, async_save=False)
   try:
     steps = choose_steps(checkpointer, checkpoint, average_last)
-    # a run that keeps a moving average of its parameters (train.ema_decay) is evaluated on it
-    key = "params" if config.train.get("ema_decay") is None else "ema_params"
     trees = [checkpointer.restore_params(target, step, key=key) for step in steps]
   finally:
     checkpointer.close()
   params = trees[0] if len(trees) == 1 else average_params(trees)
   if len(steps) > 1:
     logging.info("averaged the parameters of steps %s", list(steps))
-  return Loaded(str(workdir), config, vocabularies, model, mesh, replicate(params, mesh), steps[-1], steps)
+  return Loaded(str(workdir), config, vocabularies, model, mesh, replicate(params, mesh), steps[-1], steps,
+                weights="average" if key == "ema_params" else "params")
 
 
 def _load_checkpoint_dir(model_dir: str, config=None) -> Loaded:

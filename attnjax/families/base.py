@@ -196,17 +196,36 @@ def mean_loss(totals: dict[str, float]) -> dict[str, float]:
   return values
 
 
+def raw_params(loaded) -> bool:
+  """Whether ``loaded`` holds the parameters of a run that keeps their moving average, which evaluation reads
+  unless told otherwise (``--weights=params``)."""
+  return loaded.config.train.get("ema_decay") is not None and getattr(loaded, "weights", "params") == "params"
+
+
 def step_tag(loaded) -> str:
-  """``step<N>``, with ``.avg<K>`` for averaged parameters: the suffix of an evaluation's files."""
-  return f"step{loaded.step}" + (f".avg{len(loaded.steps)}" if len(loaded.steps) > 1 else "")
+  """``step<N>``, with ``.avg<K>`` for averaged parameters and ``.params`` for the parameters of a run evaluated on
+  their moving average: the suffix of an evaluation's files."""
+  return (f"step{loaded.step}" + (f".avg{len(loaded.steps)}" if len(loaded.steps) > 1 else "")
+          + (".params" if raw_params(loaded) else ""))
+
+
+def result_head(loaded, split: str, examples: int) -> dict:
+  """The start of an evaluation's result: the step(s), the split, the number of examples scored, and ``weights``
+  where the run kept a moving average of its parameters (``"average"`` or ``"params"``, which was read)."""
+  head = {"step": loaded.step, "steps": list(loaded.steps), "split": split, "examples": int(examples)}
+  if loaded.config.train.get("ema_decay") is not None:
+    head["weights"] = getattr(loaded, "weights", "params")
+  return head
 
 
 def write_metrics(workdir: str, split: str, result: dict) -> None:
-  """``metrics.<split>.json`` (process 0): what ``python -m attnjax.report`` reads."""
+  """``metrics.<split>.json`` (process 0): what ``python -m attnjax.report`` reads; the parameters of a run that
+  keeps their moving average (``result["weights"] == "params"``) go to ``metrics.<split>.params.json`` beside it."""
   import jax  # pylint: disable=g-import-not-at-top
   from attnjax import fs  # pylint: disable=g-import-not-at-top
+  name = f"metrics.{split}.params.json" if result.get("weights") == "params" else f"metrics.{split}.json"
   if jax.process_index() == 0:
-    fs.write_json(fs.join(workdir, f"metrics.{split}.json"), result, indent=1, sort_keys=True)
+    fs.write_json(fs.join(workdir, name), result, indent=1, sort_keys=True)
 
 
 def no_heatmap(heatmap: str | None, model_name: str) -> None:

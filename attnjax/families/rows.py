@@ -8,7 +8,7 @@ from typing import Any
 
 import jax
 
-from attnjax.families.base import TaskFamily, fail, no_heatmap, write_metrics
+from attnjax.families.base import TaskFamily, fail, no_heatmap, result_head, write_metrics
 
 # the documents (a file split by title hash, or a file per split), how they are read, and the rows cut from them
 ROW_KEYS = {"dir": str, "path": str, "splits": dict[str, str], "heldout": dict[str, float], "split_seed": int,
@@ -79,8 +79,7 @@ class RowFamily(TaskFamily):
       for key, value in jax.device_get(statistics(loaded.params, batch)).items():
         totals[key] = totals.get(key, 0.0) + float(value)
     first = task.rows(split)
-    result = {"step": loaded.step, "steps": list(loaded.steps), "split": split,
-              "examples": int(len(first[0] if isinstance(first, tuple) else first["inputs"]))}
+    result = result_head(loaded, split, len(first[0] if isinstance(first, tuple) else first["inputs"]))
     scores, name = self.row_result(totals, task, split, extra)
     result.update(scores)
     write_metrics(workdir, name, result)

@@ -23,7 +23,7 @@ from attnjax.data.pipeline import Seq2SeqBatcher
 from attnjax.data.sources import TEXT_SOURCES, load_text_task
 from attnjax.data.tokenizer import load_or_train_pair
 from attnjax.data.vocab import CharVocab
-from attnjax.families.base import Predictions, TaskFamily, fail, step_tag, write_metrics
+from attnjax.families.base import Predictions, TaskFamily, fail, result_head, step_tag, write_metrics
 from attnjax.models.losses import smoothed_cross_entropy
 from attnjax.transfer import published
 
@@ -267,8 +267,7 @@ class Seq2Seq(TaskFamily):
     if limit:
       examples = examples[:limit]
     loaded = load()
-    result: dict[str, Any] = {"step": loaded.step, "steps": list(loaded.steps), "split": split,
-                              "examples": len(examples)}
+    result: dict[str, Any] = result_head(loaded, split, len(examples))
     e = config.eval
     decoder = self._decoder(loaded.model, loaded.mesh, e, loaded.vocabularies.tgt.size)
     predictions = decode_and_score(decoder, loaded.params, loaded.vocabularies, examples, names,

@@ -24,7 +24,7 @@ from attnjax.data.squad_windows import first_questions
 from attnjax.data.tokenizer import load_or_train
 from attnjax.data.wordpiece import WORDPIECE_FILE, wordpiece_in_workdir
 from attnjax.families.base import Predictions, TaskFamily, check_positive_int, fail, no_heatmap, step_tag
-from attnjax.families.base import write_metrics
+from attnjax.families.base import result_head, write_metrics
 from attnjax.models.span_qa import span_objective
 
 SPAN_METRICS = ("exact_match", "f1")
@@ -278,8 +278,7 @@ class SpanQA(TaskFamily):
     predictions, encoded = self._answer(loaded, config, examples, names, version, threshold)
     out_path = fs.join(workdir, f"predictions.{split}.{tag}.json")
     per_question = fs.join(workdir, f"question_scores.{split}.{tag}.json")
-    result: dict[str, Any] = {"step": loaded.step, "steps": list(loaded.steps), "split": split,
-                              "examples": len(examples)}
+    result: dict[str, Any] = result_head(loaded, split, len(examples))
     if jax.process_index() == 0:
       fs.write_json(out_path, predictions.answers, indent=1)
       fs.write_json(per_question, question_scores(predictions.answers, encoded, version))

@@ -2,6 +2,7 @@
 after every update, against a NumPy transcription over the run's own parameters; kept in the checkpoint and resumed
 exactly after a crash; what evaluation reads."""
 
+import json
 import os
 
 import jax
@@ -112,11 +113,37 @@ def test_evaluation_reads_the_average(straight):
     np.testing.assert_array_equal(a, b)
 
 
+def test_evaluation_scores_the_parameters_beside_the_average_when_asked(straight):
+  """``weights="params"`` reads the same checkpoint's parameters and writes its files beside the average's, which
+  stay what the report reads."""
+  from attnjax import scoring, trained  # pylint: disable=g-import-not-at-top
+  workdir, states = straight
+  plain = trained.load_workdir(workdir, checkpoint="12", weights="params")
+  assert plain.weights == "params"
+  for a, b in zip(_leaves(jax.device_get(plain.params)), _leaves(states[12].params)):
+    np.testing.assert_array_equal(a, b)
+  averaged = scoring.evaluate_checkpoint(workdir, split="validation", checkpoint="12", limit=8)
+  raw = scoring.evaluate_checkpoint(workdir, split="validation", checkpoint="12", limit=8, weights="params")
+  assert averaged["weights"] == "average" and raw["weights"] == "params"
+  assert raw["hypotheses"].endswith("hypotheses.validation.step12.params.txt")
+  assert averaged["hypotheses"].endswith("hypotheses.validation.step12.txt")
+  with open(os.path.join(workdir, "metrics.validation.json")) as f:
+    assert json.load(f)["weights"] == "average"
+  with open(os.path.join(workdir, "metrics.validation.params.json")) as f:
+    assert json.load(f) == raw
+
+
 def test_a_run_without_the_average_keeps_none_and_a_bad_decay_is_named(tmp_path):
   config = _config(steps=1, ema_decay=None)
   exp = Experiment(config, str(tmp_path / "plain"))
   assert exp.state.ema_params is None and exp.params is exp.state.params
   exp.checkpointer.close()
+  from attnjax import trained  # pylint: disable=g-import-not-at-top
+  config_lib.save_config(config, str(tmp_path / "plain"))
+  with pytest.raises(ValueError, match="weights='average': .*plain kept no moving average"):
+    trained.load_workdir(str(tmp_path / "plain"), weights="average")
+  with pytest.raises(ValueError, match="weights must be one of auto, average, params, got 'ema'"):
+    trained.load_workdir(str(tmp_path / "plain"), weights="ema")
   for bad in (0.0, 1.0, 1.5):
     with pytest.raises(ValueError, match=r"config.train.ema_decay: must be in \(0, 1\)"):
       config_lib.validate(_config(ema_decay=bad))
