@@ -1,6 +1,6 @@
-"""Greedy and beam search for any model of the interface in :mod:`attnjax.models.interface`.
+"""Greedy search, sampling and beam search for any model of the interface in :mod:`attnjax.models.interface`.
 
-Both are one ``jax.jit``-compiled ``lax.while_loop`` over incremental (cached) decoder steps.
+Each is one ``jax.jit``-compiled ``lax.while_loop`` over incremental (cached) decoder steps.
 
 Beam search keeps, per sentence, K alive hypotheses and K finished ones (Wu et al. 2016, GNMT §7; the finalisation
 rule of fairseq): each step takes the top 2K continuations of the alive beams; those ending in EOS *and ranked among
@@ -22,7 +22,12 @@ the choice, so that a constrained hypothesis keeps the model's own scores:
   (fairseq's and Hugging Face's ``no_repeat_ngram_size``; Paulus et al. 2018 block repeated trigrams), see
   :func:`ngram_bans`. Each hypothesis is checked against its own tokens only, so the output stays batch-invariant.
 
-Neither search ever emits PAD, BOS or an id at or past ``vocab_size`` (a model's table padded for sharding): their
+Sampling (:func:`sample_search`, for back-translation and diverse outputs) is greedy's loop with the argmax replaced by
+a draw from the constrained log-probabilities scaled by ``1/temperature`` and cut to top-k and top-p
+(:func:`attnjax.generation.filter_logits`). Each row draws from its own key, so a sentence's sample depends on the
+seed and the key the caller gives its row, not on the other sentences of the batch.
+
+No search ever emits PAD, BOS or an id at or past ``vocab_size`` (a model's table padded for sharding): their
 log-probabilities are set to -inf-like values after the log-softmax, as fairseq does, so the scores stay the model's
 log-probabilities of the tokens chosen.
 
@@ -45,6 +50,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from attnjax.generation import filter_logits
 from attnjax.models.interface import BOS_ID, EOS_ID, PAD_ID, PER_SOURCE, source_mask
 from attnjax.tokens import never_predicted
 
@@ -176,9 +182,12 @@ _CONSTRAINTS = ("min_len", "no_repeat_ngram_size", "rules")
 
 
 @functools.partial(jax.jit, static_argnames=("model", "max_len_a", "max_len_b", "max_len", "bos_id", "eos_id",
-                                             "return_attention", "vocab_size") + _CONSTRAINTS)
-def _greedy(model, variables, src, src_mask, *, max_len_a, max_len_b, max_len, bos_id, eos_id, return_attention,
-            vocab_size, min_len, no_repeat_ngram_size, rules):
+                                             "return_attention", "vocab_size", "temperature", "top_k", "top_p")
+                   + _CONSTRAINTS)
+def _greedy(model, variables, src, src_mask, row_keys=None, *, max_len_a, max_len_b, max_len, bos_id, eos_id,
+            return_attention, vocab_size, min_len, no_repeat_ngram_size, rules, temperature=0.0, top_k=0, top_p=1.0):
+  """Greedy search, or with ``row_keys [B, 2]`` and ``temperature > 0`` sampling: row b's token at step i is drawn
+  with ``fold_in(row_keys[b], i)``."""
   src_mask = source_mask(src, src_mask)
   limit, length = _max_lengths(src_mask, max_len_a, max_len_b, max_len)
   batch = src.shape[0]
@@ -197,7 +206,12 @@ def _greedy(model, variables, src, src_mask, *, max_len_a, max_len_b, max_len, b
     logprobs, cache, a = _step(model, variables, last, memory, cache, return_attention, vocab_size, rules)
     logprobs = _constrain(logprobs, tokens, i, i + 1 >= limit, min_len=min_len,
                           no_repeat_ngram_size=no_repeat_ngram_size, eos_id=eos_id, rules=rules)
-    nxt = jnp.argmax(logprobs, axis=-1).astype(jnp.int32)
+    if row_keys is None:
+      nxt = jnp.argmax(logprobs, axis=-1).astype(jnp.int32)
+    else:
+      filtered = filter_logits(logprobs, temperature=temperature, top_k=top_k, top_p=top_p)
+      keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(row_keys, i)
+      nxt = jax.vmap(jax.random.categorical)(keys, filtered).astype(jnp.int32)
     nxt = jnp.where(done, PAD_ID, nxt)
     logp = logp + jnp.where(done, 0.0, jnp.take_along_axis(logprobs, nxt[:, None], axis=1)[:, 0])
     tokens = tokens.at[:, i].set(nxt)
@@ -234,6 +248,38 @@ def greedy_search(model, variables, src, *, src_mask=None, max_len_a: float = 1.
   """
   return _greedy(model, variables, src, src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len=max_len,
                  bos_id=bos_id, eos_id=eos_id, return_attention=return_attention, vocab_size=vocab_size,
+                 **_check_constraints(min_len, no_repeat_ngram_size, rules))
+
+
+def sample_search(model, variables, src, row_keys, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+                  src_mask=None, max_len_a: float = 1.5, max_len_b: int = 10, max_len: int | None = None,
+                  bos_id: int = BOS_ID, eos_id: int = EOS_ID, return_attention: bool = False,
+                  vocab_size: int | None = None, min_len: int = 0, no_repeat_ngram_size: int = 0,
+                  rules: SearchRules = ATTNJAX) -> DecodeResult:
+  """Ancestral sampling: at every step a token drawn from the constrained log-probabilities scaled by
+  ``1/temperature``, cut to the ``top_k`` most probable and to the smallest set of probability ``top_p``, until EOS
+  or the row's length limit (see the module docstring).
+
+  Args:
+    row_keys: ``[B, 2]`` uint32 PRNG keys, one a row (``jax.random.split(key, B)``, or one per sample number so that
+      a sentence's k-th sample does not depend on its batch).
+    temperature: > 0 (greedy is :func:`greedy_search`).
+    top_k: sample among the k most probable tokens (0: all); top_p: among the most probable tokens of total
+      probability p (1: all).
+    the rest: as :func:`greedy_search`.
+
+  Returns:
+    :class:`DecodeResult` with ``tokens [B, L]`` and ``scores`` the model's log-probability of each sample (after
+    the constraints, before temperature and the cuts).
+  """
+  if not temperature > 0 or not 0 < top_p <= 1 or top_k < 0:
+    raise ValueError(f"sampling needs temperature > 0, top_p in (0, 1] and top_k >= 0, got temperature={temperature}, "
+                     f"top_p={top_p}, top_k={top_k}")
+  if row_keys.shape != (src.shape[0], 2):
+    raise ValueError(f"row_keys must be [B, 2] = [{src.shape[0]}, 2] (one PRNG key a row), got {row_keys.shape}")
+  return _greedy(model, variables, src, src_mask, row_keys, max_len_a=max_len_a, max_len_b=max_len_b,
+                 max_len=max_len, bos_id=bos_id, eos_id=eos_id, return_attention=return_attention,
+                 vocab_size=vocab_size, temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
                  **_check_constraints(min_len, no_repeat_ngram_size, rules))
 
 

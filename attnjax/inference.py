@@ -29,13 +29,14 @@ import numpy as np
 from attnjax import fs
 from attnjax.progress import Progress
 from attnjax.data.vocab import UNK_ID
-from attnjax.decoding import ATTNJAX, SearchRules, beam_search, greedy_search
+from attnjax.decoding import ATTNJAX, SearchRules, beam_search, greedy_search, sample_search
 from attnjax.models.interface import PAD_ID
 from attnjax.models.registry import build_model
 from attnjax.runtime import partitioning
 from attnjax.runtime.checkpointing import Checkpointer
 from attnjax.runtime.params import param_shardings
 
+DECODES = ("beam", "greedy", "sample")
 _FILLER_ID = UNK_ID  # filler rows hold one token, so that no row is empty (their output is dropped)
 
 
@@ -95,67 +96,85 @@ class RowSharding:
 
 
 class Decoder:
-  """Beam or greedy search, sharded over every device of ``mesh`` (see the module docstring).
+  """Beam search, greedy search or sampling, sharded over every device of ``mesh`` (see the module docstring).
 
-  ``decoder(params, src)``: ``params`` replicated (:func:`replicate`), ``src`` a global ``[B, S]`` array from
-  :meth:`RowSharding.put`; returns ``(tokens [B, n_best, L], scores [B, n_best], attention [B, n_best, L, S] or
-  None)`` sharded the same way.
+  ``decoder(params, src, rng=None)``: ``params`` replicated (:func:`replicate`), ``src`` a global ``[B, S]`` array
+  from :meth:`RowSharding.put`; returns ``(tokens [B, n_best, L], scores [B, n_best], attention [B, n_best, L, S] or
+  None)`` sharded the same way. With ``decode="sample"``, ``n_best`` is the number of samples a sentence gets and
+  ``rng`` the key they are drawn from: the k-th sample of a sentence uses ``fold_in(rng, k)`` whatever its batch, so
+  a sentence's samples depend only on the key (and the sentence).
   """
 
   def __init__(self, model, mesh, *, decode: str = "beam", beam_size: int = 4, alpha: float = 0.6,
                max_len_a: float = 1.5, max_len_b: int = 10, n_best: int = 1, return_attention: bool = False,
                vocab_size: int | None = None, min_len: int = 0, no_repeat_ngram_size: int = 0,
-               rules: SearchRules = ATTNJAX):
-    if decode not in ("beam", "greedy"):
-      raise ValueError(f"decode must be 'beam' or 'greedy', got {decode!r}")
+               rules: SearchRules = ATTNJAX, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0):
+    if decode not in DECODES:
+      raise ValueError(f"decode must be one of {', '.join(DECODES)}, got {decode!r}")
     if decode == "greedy" and n_best != 1:
       raise ValueError(f"greedy decoding gives one hypothesis per sentence, not n_best={n_best}")
+    if n_best < 1:
+      raise ValueError(f"n_best must be >= 1, got {n_best}")
     self.rows = RowSharding(mesh)
-    self.return_attention, self.n_best = return_attention, n_best
+    self.decode, self.return_attention, self.n_best = decode, return_attention, n_best
     self.traced_shapes: list[tuple[int, ...]] = []  # the per-device src shapes compiled (each device's share)
     # vocab_size: the real target vocabulary; PAD, BOS and the padded ids past it are never emitted
     common = dict(max_len_a=max_len_a, max_len_b=max_len_b, return_attention=return_attention, vocab_size=vocab_size,
                   min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size, rules=rules)
+    if decode == "sample":
+      if not temperature > 0 or not 0 < top_p <= 1 or top_k < 0:
+        raise ValueError(f"sampling needs temperature > 0, top_p in (0, 1] and top_k >= 0, got "
+                         f"temperature={temperature}, top_p={top_p}, top_k={top_k}")
 
-    def local(params, src):  # one device's rows: the search never looks at another row
+    def local(params, src, rng):  # one device's rows: the search never looks at another row
       self.traced_shapes.append(tuple(src.shape))
       variables = {"params": params}
       if decode == "beam":
         r = beam_search(model, variables, src, beam_size=beam_size, alpha=alpha, n_best=n_best, **common)
         out = (r.tokens, r.scores, r.attention)
-      else:
+      elif decode == "greedy":
         r = greedy_search(model, variables, src, **common)
         out = (r.tokens[:, None], r.scores[:, None], None if r.attention is None else r.attention[:, None])
+      else:  # every sentence n_best times, the k-th copy drawing from fold_in(rng, k)
+        rows = src.shape[0]
+        keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(rng, jnp.tile(jnp.arange(n_best), rows))
+        r = sample_search(model, variables, jnp.repeat(src, n_best, axis=0), keys, temperature=temperature,
+                          top_k=top_k, top_p=top_p, **common)
+        unflat = lambda x: None if x is None else x.reshape((rows, n_best) + x.shape[1:])
+        out = (unflat(r.tokens), unflat(r.scores), unflat(r.attention))
       return out if return_attention else out[:2]
 
     spec = self.rows.spec
     n_out = 3 if return_attention else 2
-    self._fn = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(), spec), out_specs=(spec,) * n_out,
+    self._fn = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(), spec, P()), out_specs=(spec,) * n_out,
                                      check_vma=False))
 
-  def __call__(self, params, src):
-    out = self._fn(params, src)
+  def __call__(self, params, src, rng=None):
+    out = self._fn(params, src, jax.random.PRNGKey(0) if rng is None else rng)
     return out if self.return_attention else (*out, None)
 
-  def lower(self, params, src):
-    return self._fn.lower(params, src)
+  def lower(self, params, src, rng=None):
+    return self._fn.lower(params, src, jax.random.PRNGKey(0) if rng is None else rng)
 
 
 @dataclasses.dataclass
 class Translations:
   """Outputs of :func:`translate_texts`, one entry per input text, in input order."""
   hypotheses: list[str]  # the best hypothesis
-  nbest: list[list[tuple[str, float]]]  # (hypothesis, score) best first
+  nbest: list[list[tuple[str, float]]]  # (hypothesis, score) best first (samples: in the order drawn)
   attention: list[np.ndarray] | None  # [generated tokens incl. EOS, source tokens] of the best, on request
   truncated_sources: int  # sources cut to max_src_len tokens
   empty_sources: int  # sources with no token: decoded to ""
 
 
 def translate_texts(decoder: Decoder, params, src_vocab, tgt_vocab, texts: Sequence[str], *, max_src_len: int,
-                    batch_size: int) -> Translations:
-  """Decodes every text (see the module docstring); ``params`` replicated by :func:`replicate`.
+                    batch_size: int, rng=None, log_progress: bool = True) -> Translations:
+  """Decodes every text (see the module docstring); ``params`` replicated by :func:`replicate`; ``rng``: the key
+  a sampling decoder draws from (:class:`Decoder`); ``log_progress``: log the progress of a long call.
 
-  ``batch_size`` is the global number of sentences per step, rounded up to a multiple of the device count.
+  ``batch_size`` is the global number of sentences per step, rounded up to a multiple of the device count; a last
+  batch with fewer sentences takes the next power of two rows instead (one sentence decodes as a batch of one, not
+  of ``batch_size``), so that a few compiled shapes serve every call.
   """
   encoded = [src_vocab.encode(t) for t in texts]
   truncated = sum(len(ids) > max_src_len for ids in encoded)
@@ -166,17 +185,18 @@ def translate_texts(decoder: Decoder, params, src_vocab, tgt_vocab, texts: Seque
   order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: -len(encoded[i]))
   n_best = [[("", 0.0)] * decoder.n_best for _ in texts]
   attention = [np.zeros((0, len(ids)), np.float32) for ids in encoded] if decoder.return_attention else None
-  rows = decoder.rows.rows(batch_size)
-  progress = Progress("decoding (longest first)", len(order), enabled=jax.process_index() == 0)
-  for begin in range(0, len(order), rows):
+  full = decoder.rows.rows(batch_size)
+  progress = Progress("decoding (longest first)", len(order), enabled=log_progress and jax.process_index() == 0)
+  for begin in range(0, len(order), full):
     progress.update(begin)
-    chunk = order[begin:begin + rows]
+    chunk = order[begin:begin + full]
+    rows = min(full, decoder.rows.rows(1 << max(len(chunk) - 1, 0).bit_length()))
     width = _width(len(encoded[chunk[0]]), max_src_len)
     src = np.full((rows, width), PAD_ID, np.int32)
     src[:, 0] = _FILLER_ID
     for row, i in enumerate(chunk):
       src[row, :len(encoded[i])] = encoded[i]
-    tokens, scores, attn = decoder(params, decoder.rows.put(src))
+    tokens, scores, attn = decoder(params, decoder.rows.put(src), rng)
     tokens, scores = to_host(tokens), to_host(scores)
     attn = None if attn is None else to_host(attn)
     for row, i in enumerate(chunk):
@@ -312,9 +332,14 @@ def decoder_for(model, mesh, eval_cfg, *, vocab_size: int | None = None, n_best:
   """A :class:`Decoder` with the search settings of ``config.eval``; ``vocab_size`` the real target vocabulary's.
   ``eval.rules``, where a config has it (a Hugging Face checkpoint's: :func:`attnjax.trained.checkpoint_config`),
   are the :class:`attnjax.decoding.SearchRules`."""
-  rules = eval_cfg.get("rules")
-  rules = ATTNJAX if rules is None else SearchRules(**(rules.to_dict() if hasattr(rules, "to_dict") else rules))
   return Decoder(model, mesh, decode=eval_cfg.decode, beam_size=eval_cfg.beam_size, alpha=eval_cfg.alpha,
                  max_len_a=eval_cfg.max_len_a, max_len_b=eval_cfg.max_len_b, n_best=n_best,
                  return_attention=return_attention, vocab_size=vocab_size, min_len=eval_cfg.get("min_len", 0),
-                 no_repeat_ngram_size=eval_cfg.get("no_repeat_ngram_size", 0), rules=rules)
+                 no_repeat_ngram_size=eval_cfg.get("no_repeat_ngram_size", 0),
+                 rules=search_rules(eval_cfg.get("rules")))
+
+
+def search_rules(rules) -> SearchRules:
+  """``eval.rules`` (a dict or ConfigDict of :class:`attnjax.decoding.SearchRules` fields; a Hugging Face
+  checkpoint's: :func:`attnjax.trained.checkpoint_config`) as SearchRules; None: attnjax's."""
+  return ATTNJAX if rules is None else SearchRules(**(rules.to_dict() if hasattr(rules, "to_dict") else rules))
