@@ -24,7 +24,7 @@ the choice, so that a constrained hypothesis keeps the model's own scores:
 
 Sampling (:func:`sample_search`, for back-translation and diverse outputs) is greedy's loop with the argmax replaced by
 a draw from the constrained log-probabilities scaled by ``1/temperature`` and cut to top-k and top-p
-(:func:`attnjax.generation.filter_logits`). Each row draws from its own key, so a sentence's sample depends on the
+(:func:`filter_logits`). Each row draws from its own key, so a sentence's sample depends on the
 seed and the key the caller gives its row, not on the other sentences of the batch.
 
 No search ever emits PAD, BOS or an id at or past ``vocab_size`` (a model's table padded for sharding): their
@@ -50,11 +50,31 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from attnjax.generation import filter_logits
 from attnjax.models.interface import BOS_ID, EOS_ID, PAD_ID, PER_SOURCE, source_mask
 from attnjax.tokens import never_predicted
 
 NEG_INF = -1.0e9  # finite: -inf - (-inf) would give NaN in score differences
+
+FILTERED_OUT = -1.0e30  # a logit sampling never draws
+
+
+def filter_logits(logits, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0):
+  """``logits [..., V]`` float32 scaled by ``1/temperature`` with the tokens outside top-k and top-p set to
+  ``FILTERED_OUT`` (-1e30) (``top_k=0``, ``top_p=1``: no restriction). ``temperature`` must be positive here."""
+  logits = logits.astype(jnp.float32) / temperature
+  vocab = logits.shape[-1]
+  if top_k and top_k < vocab:
+    kth = jax.lax.top_k(logits, top_k)[0][..., -1:]
+    logits = jnp.where(logits < kth, FILTERED_OUT, logits)
+  if top_p < 1.0:
+    order = jnp.argsort(-logits, axis=-1)
+    sorted_logits = jnp.take_along_axis(logits, order, axis=-1)
+    probs = jax.nn.softmax(sorted_logits, axis=-1)
+    before = jnp.cumsum(probs, axis=-1) - probs  # the mass of the more probable tokens
+    keep_sorted = before < top_p  # the smallest prefix whose mass reaches top_p (the first token always)
+    keep = jnp.take_along_axis(keep_sorted, jnp.argsort(order, axis=-1), axis=-1)  # back in vocabulary order
+    logits = jnp.where(keep, logits, FILTERED_OUT)
+  return logits
 
 
 class DecodeResult(NamedTuple):

@@ -17,28 +17,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from attnjax import decoding
 from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID
 
 NEG_INF = -1e30
-
-
-def filter_logits(logits, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0):
-  """``logits [..., V]`` float32 scaled by ``1/temperature`` with the tokens outside top-k and top-p set to
-  ``NEG_INF`` (``top_k=0``, ``top_p=1``: no restriction). ``temperature`` must be positive here."""
-  logits = logits.astype(jnp.float32) / temperature
-  vocab = logits.shape[-1]
-  if top_k and top_k < vocab:
-    kth = jax.lax.top_k(logits, top_k)[0][..., -1:]
-    logits = jnp.where(logits < kth, NEG_INF, logits)
-  if top_p < 1.0:
-    order = jnp.argsort(-logits, axis=-1)
-    sorted_logits = jnp.take_along_axis(logits, order, axis=-1)
-    probs = jax.nn.softmax(sorted_logits, axis=-1)
-    before = jnp.cumsum(probs, axis=-1) - probs  # the mass of the more probable tokens
-    keep_sorted = before < top_p  # the smallest prefix whose mass reaches top_p (the first token always)
-    keep = jnp.take_along_axis(keep_sorted, jnp.argsort(order, axis=-1), axis=-1)  # back in vocabulary order
-    logits = jnp.where(keep, logits, NEG_INF)
-  return logits
 
 
 def next_token(logits, rng, *, temperature: float, top_k: int, top_p: float, vocab_size: int | None = None,
@@ -50,7 +32,7 @@ def next_token(logits, rng, *, temperature: float, top_k: int, top_p: float, voc
     logits = logits.at[..., vocab_size:].set(NEG_INF)
   if temperature == 0:
     return jnp.argmax(logits, axis=-1).astype(jnp.int32)
-  filtered = filter_logits(logits, temperature=temperature, top_k=top_k, top_p=top_p)
+  filtered = decoding.filter_logits(logits, temperature=temperature, top_k=top_k, top_p=top_p)
   return jax.random.categorical(rng, filtered, axis=-1).astype(jnp.int32)
 
 
@@ -110,7 +92,6 @@ class _Continuation(nn.Module):
 @functools.partial(jax.jit, static_argnames=("model", "max_new_tokens", "beam_size", "alpha", "n_best",
                                              "vocab_size", "last", "min_len", "rules"))
 def _beam(model, params, prompt, *, max_new_tokens, beam_size, alpha, n_best, vocab_size, last, min_len, rules):
-  from attnjax import decoding  # pylint: disable=g-import-not-at-top
   return decoding.beam_search(_Continuation(model), {"params": {"lm": params}}, prompt, beam_size=beam_size,
                               alpha=alpha, max_len_a=0.0, max_len_b=max_new_tokens, n_best=n_best, bos_id=last,
                               vocab_size=vocab_size, min_len=min_len, rules=rules)
@@ -121,7 +102,6 @@ def beam(model, params, prompt, *, max_new_tokens: int, beam_size: int = 4, alph
   """Beam search continuations of one prompt ``[1, P]`` (BOS first): ``DecodeResult`` with ``tokens [1, n_best,
   max_new_tokens]`` (EOS included, PAD after it), best first by the GNMT-normalised score (or as ``rules``, a
   :class:`attnjax.decoding.SearchRules`, say); ``min_len`` new tokens at least before EOS."""
-  from attnjax import decoding  # pylint: disable=g-import-not-at-top
   if prompt.shape[0] != 1:
     raise ValueError(f"beam search continues one prompt at a time, got a batch of {prompt.shape[0]}")
   return _beam(model, params, prompt, max_new_tokens=max_new_tokens, beam_size=beam_size, alpha=float(alpha),

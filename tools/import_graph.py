@@ -155,7 +155,8 @@ def one_cycle(component: list[str], graph: dict[str, set[str]]) -> list[str]:
 # belongs to the layer of its longest prefix here (a package, or a module of its own); "attnjax", the package's own
 # __init__, is itself only.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("attnjax", "attnjax.fs", "attnjax.tokens", "attnjax.progress", "attnjax.targets", "attnjax.visualize")),
+    ("base", ("attnjax.fs", "attnjax.tokens", "attnjax.progress", "attnjax.targets", "attnjax.visualize",
+              "attnjax.program_loader")),
     ("data, metrics, kernels", ("attnjax.data", "attnjax.metrics", "attnjax.kernels")),
     ("layers", ("attnjax.layers", "attnjax.demo")),
     ("models", ("attnjax.models", "attnjax.recipes")),
@@ -163,12 +164,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("decoding and prediction", ("attnjax.decoding", "attnjax.generation", "attnjax.inference")),
     ("task families", ("attnjax.families",)),
     ("config", ("attnjax.config",)),
-    ("evaluation", ("attnjax.trained", "attnjax.scoring", "attnjax.cli")),
+    ("evaluation", ("attnjax.trained", "attnjax.scoring", "attnjax.cli", "attnjax.serving")),
     ("training", ("attnjax.training",)),
     ("report and planning", ("attnjax.report", "attnjax.compile", "attnjax.baselines")),
     ("analysis", ("attnjax.analysis", "attnjax.quickstart")),
     ("commands", ("attnjax.train", "attnjax.evaluate", "attnjax.translate", "attnjax.generate", "attnjax.sts",
-                  "attnjax.export")),
+                  "attnjax.export", "attnjax.export_program")),
+    ("the package's own names", ("attnjax",)),  # attnjax.load, imported on first use
 )
 
 
