@@ -230,3 +230,44 @@ def test_sampling_flags_print_n_samples_a_line(model, workdir):
   assert [int(r[0]) for r in rows] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
   expected = model.translate(["5 may 2020", "", "march 3 , 1999"], temperature=1.0, n_best=3, seed=4)
   assert [r[2] for r in rows] == [h for hypotheses in expected.nbest for h, _ in hypotheses]
+
+
+_WITHOUT_ATTNJAX = """
+import runpy, sys
+sys.modules["attnjax"] = None  # any import of attnjax fails: the program runs on JAX, NumPy, sentencepiece
+sys.argv = ["run_program.py", sys.argv[1]]
+runpy.run_path(sys.argv[1] + "/run_program.py", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("decode", ["beam", "greedy"])
+def test_an_exported_program_decodes_as_attnjax_without_attnjax(model, workdir, tmp_path, decode):
+  from attnjax import export_program  # pylint: disable=g-import-not-at-top
+  out = str(tmp_path / "program")
+  options = dict(decode=decode, beam_size=3, n_best=2) if decode == "beam" else dict(decode=decode)
+  export_program.export_program(workdir, out, checkpoint="latest", **options)
+  texts = SOURCES + ["9" * (model.max_src_len + 5)]  # the last one is truncated
+  proc = subprocess.run([sys.executable, "-c", _WITHOUT_ATTNJAX, out], input="\n".join(texts) + "\n",
+                        capture_output=True, text=True, timeout=600, cwd=str(tmp_path), check=False)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert "1 of 6 sources are longer than the model's max_src_len" in proc.stderr
+  expected = model.translate(texts, **options)
+  assert proc.stdout.split("\n")[:-1] == expected.hypotheses
+
+  sys.path.insert(0, out)
+  try:
+    import run_program  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+    nbest = run_program.Program(out).translate(texts, n_best=True)
+  finally:
+    sys.path.remove(out)
+    sys.modules.pop("run_program", None)
+  assert [[h for h, _ in row] for row in nbest] == [[h for h, _ in row] for row in expected.nbest]
+  # scores: the same float32 program, lowered once with a symbolic batch and once for each batch size
+  np.testing.assert_allclose([[s for _, s in row] for row in nbest], [[s for _, s in row] for row in expected.nbest],
+                             rtol=1e-5, atol=1e-5)
+
+
+def test_export_refuses_sampling_and_names_it(workdir, tmp_path):
+  from attnjax import export_program  # pylint: disable=g-import-not-at-top
+  with pytest.raises(ValueError, match="decode='sample'"):
+    export_program.export_program(workdir, str(tmp_path / "p"), checkpoint="latest", decode="sample")
