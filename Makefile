@@ -271,6 +271,9 @@ squad-official: $(VENV)/.installed minilm
 	set -e; for reader in $(SQUAD_OFFICIAL_READERS); do \
 	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(SQUAD_OFFICIAL) \
 	    --experiment=experiments/$$reader.py --split=validation,test; done
+	# the BiLSTM's raw parameters beside their moving average (the report's "Moving average of the weights")
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.evaluate --workdir=$(SQUAD_OFFICIAL)/squad_v1_official/bilstm/single/default \
+	  --split=validation,test --weights=params
 	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(SQUAD_OFFICIAL) --dst=results/squad_official
 
 # The transfer study on the official protocol (needs ../shared/data): the budget masked-LM recipe on Wikipedia (240

@@ -298,6 +298,11 @@ def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
   minilm = _one(official, run="squad_v1_official/bert_from_minilm/single/default")
   scored = json.loads((ROOT / "results/squad_official" / minilm["run"] / "metrics.test.json").read_text())
   assert scored["examples"] == 10570  # every question of the official dev set
+  bilstm = _one(official, run="squad_v1_official/bilstm/single/default")
+  assert bilstm["metrics"]["examples"] == 10570 and bilstm["metrics"]["weights"] == "average"
+  row(SQUAD_OFFICIAL, f"BiDAF-style BiLSTM reader, scored with its weights' moving average (its checkpoint at step "
+      f"{_steps(bilstm['step'])})", f"{bilstm['scores']['exact_match']:.2f} / {bilstm['scores']['f1']:.2f}",
+      f"{bilstm['config']['train']['time_limit_minutes']:.0f} min")
   row(SQUAD_OFFICIAL, f"MiniLM-sized BERT reader, from `all-MiniLM-L6-v2` ({_steps(minilm['step'])} steps of "
       f"{minilm['config']['data']['batch_size']} windows)",
       f"{minilm['scores']['exact_match']:.2f} / {minilm['scores']['f1']:.2f}",

@@ -180,6 +180,9 @@ def write_report(roots: Iterable[fs.PathLike], out: fs.PathLike) -> str:
   from attnjax.report import transfer  # pylint: disable=g-import-not-at-top
   text = transfer.transfer_section(records, out)
   sections += [text] if text else []
+  from attnjax.report import averaging  # pylint: disable=g-import-not-at-top
+  text = averaging.averaging_section(records)
+  sections += [text] if text else []
   from attnjax.report import squad2  # pylint: disable=g-import-not-at-top
   text = squad2.squad2_section(records, out)
   sections += [text] if text else []
