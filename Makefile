@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 
-.PHONY: quickstart test test-slow docs minilm transfer squad2 squad2-ablations squad-official transfer-official scaling bench aot mutants faults study meteor-replays summarization summarization-replays summarization-coverage transfer-budget clean
+.PHONY: quickstart test test-slow docs minilm transfer squad2 squad2-ablations squad-official transfer-official scaling bench peers aot mutants faults study meteor-replays summarization summarization-replays summarization-coverage transfer-budget clean
 
 # the package alone (what the quickstart needs), then the test extra on top (pytest, the Cloud Storage emulator, and
 # libtpu for compiling TPU programs ahead of time on this CPU)
@@ -60,6 +60,13 @@ $(MINILM)/model.safetensors: $(VENV)/.base
 bench: $(VENV)/.installed
 	$(PY) -m pip install --quiet 'torch==2.13.0'
 	$(PY) -m benchmarks.kernels
+
+# attnjax's decoding against transformers' generate and CTranslate2 on the same weights (benchmarks/peers.py):
+# PEERS_WORKDIR names a trained Transformer run, e.g. the study's Multi30k one.
+PEERS_WORKDIR ?= runs/study/multi30k/transformer/single/default
+peers: $(VENV)/.installed
+	$(PY) -m pip install --quiet 'torch==2.13.0' -e '.[bench]'
+	JAX_PLATFORMS=cpu $(PY) -m benchmarks.peers --workdir=$(PEERS_WORKDIR) --split=test
 
 # The full-size compile test (Transformer base with splash attention for a TPU v5e 4x4, ~4 minutes; `make test-slow`
 # runs a Multi30k-sized one for a TPU v4 instead), then every experiment of the study compiled for its default target
@@ -268,6 +275,9 @@ SQUAD_OFFICIAL ?= runs/squad_official
 SQUAD_OFFICIAL_READERS = squad_v1_official/bert_from_minilm squad_v1_official/bilstm squad_v1_official/bert_scratch \
   squad_v2_with_v1_train/bert_from_minilm
 squad-official: $(VENV)/.installed minilm
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.baselines --baseline=no_answer \
+	  --experiment=experiments/squad_v2_with_v1_train/bert_from_minilm.py --workdir=$(SQUAD_OFFICIAL)/no_answer_v2 \
+	  --split=validation,test
 	set -e; for reader in $(SQUAD_OFFICIAL_READERS); do \
 	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(SQUAD_OFFICIAL) \
 	    --experiment=experiments/$$reader.py --split=validation,test; done

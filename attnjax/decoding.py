@@ -319,7 +319,7 @@ def _gather_beams(tree, flat_index):
   def take(path, x):
     if any(getattr(key, "key", None) == PER_SOURCE for key in path):
       return x
-    return jnp.take(x, flat_index, axis=0)
+    return jnp.take(x, flat_index, axis=0, mode="clip")  # in bounds: no fill select over the whole cache
   return jax.tree_util.tree_map_with_path(take, tree)
 
 
@@ -333,8 +333,9 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
   limit, length = _max_lengths(src_mask, max_len_a, max_len_b, max_len)
   batch, src_len = src.shape
   memory = model.apply(variables, src, src_mask, method=model.encode)
-  memory = jax.tree_util.tree_map(lambda x: jnp.repeat(x, k, axis=0), memory)  # [B·K, ...]
+  # the cache is built from each source once (the Transformer projects its memory for every layer), then repeated
   cache = model.apply(variables, memory, length, method=model.init_cache)
+  memory, cache = jax.tree_util.tree_map(lambda x: jnp.repeat(x, k, axis=0), (memory, cache))  # [B·K, ...]
   penalty = functools.partial(length_penalty, alpha=alpha, form=rules.penalty)
   best_possible_lp = penalty(limit)  # [B]
   offsets = (jnp.arange(batch) * k)[:, None]
@@ -370,7 +371,8 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
     cand_logp, cand_index = jax.lax.top_k(cand, 2 * k)  # [B, 2K]
     cand_beam, cand_token = cand_index // vocab, (cand_index % vocab).astype(jnp.int32)
     flat = (offsets + cand_beam).reshape(-1)
-    cand_seqs = jnp.take(s["alive_seqs"].reshape(batch * k, -1), flat, axis=0).reshape(batch, 2 * k, -1)
+    cand_seqs = jnp.take(s["alive_seqs"].reshape(batch * k, -1), flat, axis=0,
+                         mode="clip").reshape(batch, 2 * k, -1)
     cand_seqs = cand_seqs.at[:, :, i + 1].set(cand_token)
     cand_attn = None
     if return_attention:

@@ -4,6 +4,7 @@
     python -m benchmarks.op_profile --what=step --config=small         # the Transformer train step of train_step
     python -m benchmarks.op_profile --what=experiment --experiment=experiments/squad_v2_cpu/bert_from_minilm.py \
         --dtype=bfloat16                                               # an experiment's own train step, one batch
+    python -m benchmarks.op_profile --what=search --workdir=RUN --beam=4 --batch=64 --max_len=32   # a beam search
 
 The program runs under ``jax.profiler.trace`` with ``--xla_cpu_enable_xprof_traceme`` (set here, before JAX starts),
 so that every thunk XLA executes is a trace event named after its HLO instruction. Each leaf event (loops and calls
@@ -141,9 +142,40 @@ def _experiment(args):
       f"{args.experiment} train step, model.dtype={args.dtype}, its first training batch ({shapes})")
 
 
+def _search(args):
+  """One batch of a trained workdir's search: its longest validation sources, ``--beam`` (1: greedy), length
+  penalty off, at most ``--max_len`` output tokens."""
+  import attnjax  # pylint: disable=g-import-not-at-top
+  from attnjax import config as config_lib, decoding, families, inference  # pylint: disable=g-import-not-at-top
+  from attnjax.data import tasks  # pylint: disable=g-import-not-at-top
+  translator = attnjax.load(args.workdir, checkpoint="best")
+  loaded = translator.loaded
+  config = config_lib.load_config(args.workdir)
+  tasks.resolve_data_dir(config.data, args.workdir)
+  ids = sorted((loaded.vocabularies.src.encode(s)[:translator.max_src_len]
+                for s, _ in families.load_split(config.data, "validation")), key=len, reverse=True)[:args.batch]
+  width = inference._width(len(ids[0]), translator.max_src_len)  # pylint: disable=protected-access
+  src = np.zeros((len(ids), width), np.int32)
+  for row, x in enumerate(ids):
+    src[row, :len(x)] = x
+  common = dict(max_len_a=0.0, max_len_b=args.max_len, vocab_size=loaded.vocabularies.tgt.size)
+  if args.beam > 1:
+    fn = lambda params, src: decoding.beam_search(loaded.model, {"params": params}, src, beam_size=args.beam,
+                                                  alpha=0.0, **common).tokens
+  else:
+    fn = lambda params, src: decoding.greedy_search(loaded.model, {"params": params}, src, **common).tokens
+  return fn, (loaded.params, jnp.asarray(src)), (
+      f"{'greedy' if args.beam == 1 else f'beam {args.beam}'} search of {args.workdir}, {len(ids)} sources of "
+      f"width {width}, at most {args.max_len} output tokens")
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--what", choices=("blockwise", "step", "experiment"), default="blockwise")
+  parser.add_argument("--what", choices=("blockwise", "step", "experiment", "search"), default="blockwise")
+  parser.add_argument("--workdir", help="--what=search: the trained run")
+  parser.add_argument("--beam", type=int, default=4, help="--what=search: beam size (1: greedy)")
+  parser.add_argument("--batch", type=int, default=64, help="--what=search: sources")
+  parser.add_argument("--max_len", type=int, default=32, help="--what=search: output tokens at most")
   parser.add_argument("--experiment", help="--what=experiment: the experiment file")
   parser.add_argument("--dtype", default="float32", help="--what=experiment: its model.dtype")
   parser.add_argument("--length", type=int, default=1024)
@@ -155,7 +187,10 @@ def main():
   args = parser.parse_args()
   if args.what == "experiment" and not args.experiment:
     parser.error("--what=experiment needs --experiment=FILE")
-  fn, inputs, title = {"blockwise": _blockwise, "step": _step, "experiment": _experiment}[args.what](args)
+  if args.what == "search" and not args.workdir:
+    parser.error("--what=search needs --workdir=RUN")
+  fn, inputs, title = {"blockwise": _blockwise, "step": _step, "experiment": _experiment,
+                       "search": _search}[args.what](args)
   result = profile(fn, inputs, args.reps)
   total = sum(result["categories"].values())
   print(f"# {title}\n# wall {1e3 * result['wall']:.1f} ms per run, op time {1e3 * total:.1f} ms summed over threads "

@@ -18,7 +18,11 @@ any other array, and one call may append many tokens (a prefill) as well as one.
 
 * self-attention cache: ``{"key": [B, L, N, H], "value": [B, L, N, H]}`` plus the scalar position ``cache_index`` of
   the first new token, passed alongside; new keys/values are written at ``cache_index ... cache_index + T - 1`` and
-  query t attends keys ``s <= cache_index + t`` (rows of a batch decode in lockstep).
+  query t attends keys ``s <= cache_index + t`` (rows of a batch decode in lockstep). Full attention without
+  relative positions keeps it as ``{"key_t": [B, N, H, L], "value_t": [B, N, H, L]}`` instead
+  (:meth:`MultiHeadAttention.init_self_cache` gives each layer its layout): in ``[B, L, N, H]``, XLA's CPU program
+  copied the whole buffer into the products' layout at every decoded token (30% of a beam search's op time at the
+  date task's shapes, ``python -m benchmarks.op_profile --what=search``), as it did the cross-attention cache below.
 * cross-attention cache: the projected memory ``{"key": [B, N, H, S], "value": [B, N, H, S]}`` from
   :meth:`MultiHeadAttention.project_kv`, computed once per source instead of once per decoded token. It is kept in
   the layout of the products that read it (per batch row and head, an ``[H, S]`` matrix): in the attention's own
@@ -186,6 +190,9 @@ class MultiHeadAttention(nn.Module):
     query = self._project(self.query, inputs_q)
     t = inputs_q.shape[1]
     new_cache = None
+    if kv_cache is not None and cache_index is not None and "key_t" in kv_cache:
+      return self._attend_own_cache(query, inputs_q, kv_cache, cache_index, mask, segment_ids, deterministic,
+                                    return_weights)
     if kv_cache is not None and cache_index is None:  # cross-attention over a projected memory [B, N, H, S]
       if self.attention_type == "full" and not self.relative:
         return self._attend_projected_memory(query, kv_cache, mask, segment_ids, deterministic, return_weights)
@@ -247,6 +254,42 @@ class MultiHeadAttention(nn.Module):
                                     spec=nn.logical_to_mesh_axes(("batch", "length", "heads", "kv")), **common)
     out, weights = result if return_weights else (result, None)
     return self._combine(out), new_cache, weights
+
+  def init_self_cache(self, batch: int, max_length: int):
+    """An empty self-attention cache of ``max_length`` positions in the layout this layer reads as it lies (see the
+    module docstring): ``key_t`` / ``value_t`` ``[B, N, H, L]`` for full attention without relative positions, else
+    ``key`` / ``value`` ``[B, L, N, H]``."""
+    n, h = self.num_heads, self.qkv_features // self.num_heads
+    if self.attention_type == "full" and not self.relative:
+      zeros = jnp.zeros((batch, n, h, max_length), self.dtype)
+      return {"key_t": zeros, "value_t": zeros}
+    zeros = jnp.zeros((batch, max_length, n, h), self.dtype)
+    return {"key": zeros, "value": zeros}
+
+  def _attend_own_cache(self, query, inputs, kv_cache, cache_index, mask, segment_ids, deterministic, return_weights):
+    """Self-attention over a ``key_t`` / ``value_t`` cache: the T new positions written at ``cache_index`` (each
+    ``[B, N, H, T]``, a small transpose), then :func:`attnjax.kernels.projected_memory_attention` over the buffer as
+    it lies, query t seeing the keys ``s <= cache_index + t``."""
+    if self.attention_type != "full" or self.relative:
+      raise ValueError(f"a key_t / value_t cache is for full attention without relative positions, not "
+                       f"attention_type={self.attention_type!r}, relative={self.relative!r}")
+    new = {}
+    for name, projection in (("key_t", self.key), ("value_t", self.value)):
+      x = jnp.transpose(self._project(projection, inputs), (0, 2, 3, 1))  # [B, N, H, T]
+      new[name] = jax.lax.dynamic_update_slice_in_dim(kv_cache[name], x.astype(kv_cache[name].dtype), cache_index, 3)
+    t, length = inputs.shape[1], kv_cache["key_t"].shape[-1]
+    causal = (jnp.arange(length)[None, :] <= (cache_index + jnp.arange(t))[:, None])[None, None]
+    mask = causal if mask is None else jnp.logical_and(mask, causal)
+    if segment_ids is not None:
+      q_segments, kv_segments = segment_ids
+      segments = ((kv_segments != 0)[:, None, None, :] if q_segments is None
+                  else kernels.segment_ids_mask(q_segments, kv_segments))
+      mask = jnp.logical_and(mask, segments)
+    dropout = self.dropout_rate > 0.0 and not deterministic
+    out, weights = kernels.projected_memory_attention(
+        query, new["key_t"], new["value_t"], mask=mask, dropout_rate=self.dropout_rate if dropout else 0.0,
+        dropout_rng=self.make_rng("dropout") if dropout else None)
+    return self._combine(out), new, weights if return_weights else None
 
   def _attend_projected_memory(self, query, kv_cache, mask, segment_ids, deterministic, return_weights):
     """Cross-attention over the cache of :meth:`project_kv` in its own layout (no transpose of it per call)."""

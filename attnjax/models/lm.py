@@ -155,9 +155,8 @@ class DecoderLM(nn.Module):
     """Key and value buffers of ``max_length`` positions per layer, and the next position ``index [B]``."""
     if self.positional == "learned" and max_length > self.max_length:
       raise ValueError(f"max_length {max_length} exceeds the learned position table ({self.max_length})")
-    zeros = jnp.zeros((batch, max_length, self.num_heads, self.d_model // self.num_heads), self.dtype)
     return {"index": jnp.zeros((batch,), jnp.int32),
-            "layers": tuple({"key": zeros, "value": zeros} for _ in range(self.num_layers))}
+            "layers": tuple(layer.self_attention.init_self_cache(batch, max_length) for layer in self.layers)}
 
   def decode(self, ids, cache, *, deterministic=True):
     """``(logits [B, T, V], cache)`` for ``ids [B, T]`` continuing the prefix in ``cache`` (rows in lockstep)."""

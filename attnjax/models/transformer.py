@@ -399,10 +399,8 @@ class Transformer(nn.Module):
       raise ValueError(f"max_length {max_length} exceeds the learned position table ({self.max_length})")
     encoded = memory["encoded"]
     batch = encoded.shape[0]
-    head_dim = self.d_model // self.num_heads
-    zeros = jnp.zeros((batch, max_length, self.num_heads, head_dim), self.dtype)
-    layers = tuple({"self": {"key": zeros, "value": zeros}, PER_SOURCE: layer.project_memory(encoded)}
-                   for layer in self.decoder_layers)
+    layers = tuple({"self": layer.self_attention.init_self_cache(batch, max_length),
+                    PER_SOURCE: layer.project_memory(encoded)} for layer in self.decoder_layers)
     return {"index": jnp.zeros((batch,), jnp.int32), "layers": layers}
 
   def decode(self, tgt_in, memory, cache=None, *, segment_ids=None, positions=None, deterministic=True,

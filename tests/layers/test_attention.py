@@ -28,14 +28,20 @@ def test_layer_matches_flax_multi_head_attention_with_the_same_params(rng):
   np.testing.assert_allclose(w, state["intermediates"]["attention_weights"][0], atol=1e-6)
 
 
-@pytest.mark.parametrize("relative", [None, "shaw"])
+@pytest.mark.parametrize("relative, layout", [(None, "key"), (None, "key_t"), ("shaw", "key")])
 @pytest.mark.parametrize("chunks", [[1, 1, 1, 1, 1, 1], [3, 1, 2], [6]])
-def test_cached_self_attention_equals_causal_attention_for_any_prefill_split(rng, relative, chunks):
+def test_cached_self_attention_equals_causal_attention_for_any_prefill_split(rng, relative, layout, chunks):
+  """Both cache layouts: ``key``/``value`` [B, L, N, H], and ``key_t``/``value_t`` [B, N, H, L], the one
+  ``init_self_cache`` gives full attention."""
   x = jnp.asarray(rng.normal(size=(B, T, D)), jnp.float32)
   layer = MultiHeadAttention(num_heads=N, qkv_features=D, relative=relative, max_relative_distance=2)
   variables = layer.init(jax.random.PRNGKey(0), x)
   full, _, _ = layer.apply(variables, x, is_causal=True)
   cache = {"key": jnp.zeros((B, T + 2, N, D // N)), "value": jnp.zeros((B, T + 2, N, D // N))}
+  if layout == "key_t":
+    cache = layer.apply(variables, B, T + 2, method=layer.init_self_cache)
+    assert {name: x.shape for name, x in cache.items()} == {"key_t": (B, N, D // N, T + 2),
+                                                             "value_t": (B, N, D // N, T + 2)}
   pieces, start = [], 0
   for size in chunks:
     out, cache, _ = layer.apply(variables, x[:, start:start + size], kv_cache=cache, cache_index=jnp.int32(start))
