@@ -384,10 +384,31 @@ def load_qa_task(data_cfg, *, process_index: int | None = None, process_count: i
                      "task (config.data.squad_version='2.0')")
   if not 0.0 <= share <= 1.0:
     raise ValueError(f"config.data.paragraph_negatives must be a share in [0, 1], got {share}")
+  repeats = get(data_cfg, "unanswerable_repeats", 1)
+  if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+    raise ValueError(f"config.data.unanswerable_repeats must be an int >= 1 (1: each once), got {repeats!r}")
+  if repeats > 1 and get(data_cfg, "squad_version", None) != "2.0":
+    raise ValueError(f"config.data.unanswerable_repeats={repeats} repeats unanswerable questions: it needs a SQuAD "
+                     "2.0 task (config.data.squad_version='2.0')")
   out = _QA_LOADERS[source](data_cfg, process_index=process_index, process_count=process_count, only=splits)
-  if share and "train" in out:
-    out["train"] = out["train"] + paragraph_negatives(out["train"], share, seed=get(data_cfg, "split_seed", 0))
+  if "train" in out:
+    own = out["train"]
+    if repeats > 1:
+      out["train"] = own + unanswerable_repeats(own, repeats)
+    if share:
+      out["train"] = out["train"] + paragraph_negatives(own, share, seed=get(data_cfg, "split_seed", 0))
   return out
+
+
+def unanswerable_repeats(questions: Sequence[SquadQuestion], repeats: int) -> list[SquadQuestion]:
+  """The further ``repeats - 1`` copies of each unanswerable question of ``questions`` (ids ``<id>/rep<k>``), so
+  that a train split where they are scarce (SQuAD 1.1's train questions joined to a SQuAD 2.0 task: 4.3%) shows each
+  of them ``repeats`` times an epoch: oversampling, where :func:`paragraph_negatives` makes new, easier ones."""
+  made = [dataclasses.replace(q, qid=f"{q.qid}/rep{k}") for k in range(1, repeats) for q in questions
+          if q.is_impossible]
+  logging.info("unanswerable repeats: %d unanswerable training questions each %d times (%d copies added to %d)",
+               len(made) // max(repeats - 1, 1), repeats, len(made), len(questions))
+  return made
 
 
 def paragraph_negatives(questions: Sequence[SquadQuestion], share: float, seed: int = 0) -> list[SquadQuestion]:

@@ -288,3 +288,35 @@ def test_the_official_transfer_readers_differ_in_their_initial_weights_only():
   assert {k for k in wiki["train"] if wiki["train"][k] != text["train"][k]} == {"init_encoder_from"}
   assert {k for k in wiki["train"] if wiki["train"][k] != scratch["train"].get(k)} == {"init_encoder_from",
                                                                                       "learning_rate"}
+
+
+def test_unanswerable_repeats_show_each_unanswerable_training_question_that_many_times(tmp_path):
+  write_squad(tmp_path / "train.json", synthetic_squad(40, seed=0, unanswerable=0.2, paragraphs_per_article=2))
+  write_squad(tmp_path / "dev.json", synthetic_squad(10, seed=1, unanswerable=0.2))
+  dev = synthetic_squad(10, seed=1, unanswerable=0.2)
+  for article in dev["data"]:
+    article["title"] = "dev " + article["title"]
+  write_squad(tmp_path / "dev.json", dev)
+  base = dict(squad_version="2.0", heldout={"validation": 0.25}, splits={"test": "dev.json"})
+  plain = squad.load_qa_task(_config(tmp_path, **base))
+  more = squad.load_qa_task(_config(tmp_path, unanswerable_repeats=3, **base))
+  assert more["validation"] == plain["validation"] and more["test"] == plain["test"]
+  impossible = [q for q in plain["train"] if q.is_impossible]
+  assert impossible and len(more["train"]) == len(plain["train"]) + 2 * len(impossible)
+  copies = {}
+  for q in more["train"]:
+    copies.setdefault(q.qid.split("/rep")[0], []).append(q)
+  for q in plain["train"]:  # an unanswerable question three times (ids apart), an answerable one once
+    assert len(copies[q.qid]) == (3 if q.is_impossible else 1)
+    assert all((c.question, c.context, c.answers) == (q.question, q.context, q.answers) for c in copies[q.qid])
+  assert len({q.qid for q in more["train"]}) == len(more["train"])
+  for bad in (0, 2.5, True):
+    with pytest.raises(ValueError, match="unanswerable_repeats must be an int >= 1"):
+      squad.load_qa_task(_config(tmp_path, unanswerable_repeats=bad, **base))
+  with pytest.raises(ValueError, match="unanswerable_repeats=3 repeats unanswerable questions: it needs a SQuAD 2.0"):
+    squad.load_qa_task(_config(tmp_path, unanswerable_repeats=3, heldout={"validation": 0.25},
+                               splits={"test": "dev.json"}))
+  from experiments.squad_v2_with_v1_train import bert_from_minilm_repeats  # pylint: disable=g-import-not-at-top
+  config = bert_from_minilm_repeats.get_config()
+  config_lib.validate(config)
+  assert (config.data.unanswerable_repeats, config.data.paragraph_negatives) == (10, 0.0)
