@@ -320,6 +320,10 @@ def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
       squad2_row("squad_v2_cpu/bert_scratch/single/default"), "60 min")
   row(SQUAD2, "the same, from `all-MiniLM-L6-v2`", squad2_row("squad_v2_cpu/bert_from_minilm/single/default"),
       "60 min")
+  v2_official = _one(official, run="squad_v2_with_v1_train/bert_from_minilm/single/default")
+  assert v2_official["config"]["data"]["paragraph_negatives"] == 0.5
+  row(SQUAD2, "the same, trained also on SQuAD 1.1 train, with unanswerable questions from other paragraphs",
+      _squad2_scores(v2_official["scores"]), f"{v2_official['config']['train']['time_limit_minutes']:.0f} min")
 
   lm = _one(scaling, run="wikipedia/lm/size/l4d192")
   from attnjax.report.scaling import non_embedding_params  # pylint: disable=g-import-not-at-top

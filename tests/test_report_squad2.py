@@ -165,3 +165,14 @@ def test_a_reader_with_the_baselines_score_on_every_question_does_not_beat_it(tm
   assert claims["BiLSTM beats always answering nothing"]["evidence"] == "BiLSTM 50.00, always no answer 50.00"
   assert ("- Goal: the BiLSTM reader beats always answering nothing: missed (F1 50.00; does not beat the baseline "
           "(the same F1 on every question)).") in markdown
+
+
+def test_a_baseline_scored_for_a_fine_tuned_readers_experiment_is_the_baseline_not_a_reader():
+  """attnjax.baselines keeps the experiment's config it was scored for; its init_encoder_from is no weights of its."""
+  from attnjax.report import runs, squad2  # pylint: disable=g-import-not-at-top
+  config = {"model": {"name": "no_answer"}, "train": {"init_encoder_from": ".cache/all-MiniLM-L6-v2"}}
+  label = runs._label(config["model"], config)  # pylint: disable=protected-access
+  assert label == squad2.BASELINE
+  assert squad2.role({"label": label, "config": config}) == "baseline"
+  reader = {"model": {"name": "span_qa", "encoder": "bert"}, "train": config["train"]}
+  assert runs._label(reader["model"], reader).endswith("(from all-MiniLM-L6-v2)")  # pylint: disable=protected-access

@@ -205,11 +205,16 @@ def init_label(source: str) -> str:
   return parts[-1] if parts else str(source)
 
 
+BASELINE_MODELS = ("lead3", "no_answer")  # attnjax.baselines' models: no weights
+
+
 def _label(model: dict | None, config: dict) -> str | None:
   """The row label: the model's, and for a fine-tuned encoder where its weights came from."""
   if not model:
     return None
   source = (config.get("train") or {}).get("init_encoder_from")
+  if model.get("name") in BASELINE_MODELS:  # a baseline keeps the experiment's config it was scored for, not its weights
+    source = None
   return model_label(model) + (f" (from {init_label(source)})" if source else "")
 
 
