@@ -124,5 +124,11 @@ def main(argv) -> None:
     sys.stdout.write(output + "\n")
 
 
-if __name__ == "__main__":
+def run() -> None:
+  """The command line: ``python run_program.py PROGRAM_DIR`` in the program's directory, or ``attnjax-run-program
+  PROGRAM_DIR`` where attnjax is installed."""
   main(sys.argv)
+
+
+if __name__ == "__main__":
+  run()
