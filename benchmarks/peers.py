@@ -45,6 +45,14 @@ def _vocabulary(tokenizer, rows: int) -> list[str]:
   return tokens + [UNUSED.format(i) for i in range(len(tokens), rows)]
 
 
+def _tokenizers(hf_dir: str):
+  """The export's source tokenizer and its target one (``target_tokenizer/`` when the vocabularies differ)."""
+  import transformers  # pylint: disable=g-import-not-at-top
+  source = transformers.AutoTokenizer.from_pretrained(hf_dir)
+  target_dir = os.path.join(hf_dir, "target_tokenizer")
+  return source, transformers.AutoTokenizer.from_pretrained(target_dir) if os.path.isdir(target_dir) else source
+
+
 def convert_ctranslate2(hf_dir: str, out: str) -> None:
   """Writes the CTranslate2 model of an attnjax Marian / Pegasus export ``hf_dir`` into ``out`` (float32)."""
   import ctranslate2  # pylint: disable=g-import-not-at-top
@@ -52,9 +60,7 @@ def convert_ctranslate2(hf_dir: str, out: str) -> None:
   from ctranslate2.converters import transformers as ct2_transformers  # pylint: disable=g-import-not-at-top
 
   model = transformers.AutoModelForSeq2SeqLM.from_pretrained(hf_dir)
-  source = transformers.AutoTokenizer.from_pretrained(hf_dir)
-  target_dir = os.path.join(hf_dir, "target_tokenizer")
-  target = transformers.AutoTokenizer.from_pretrained(target_dir) if os.path.isdir(target_dir) else source
+  source, target = _tokenizers(hf_dir)
   generation = json.load(open(os.path.join(hf_dir, "generation_config.json"), encoding="utf-8"))
   pre_norm = model.config.model_type == "pegasus"
 
@@ -100,7 +106,7 @@ class _Attnjax:
 
   def __call__(self, batch):
     out = self.model.translate(batch, batch_size=len(batch), n_best=1, **self.options)
-    return [h for h in out.hypotheses], [row[0][1] for row in out.nbest]
+    return list(out.hypotheses), [row[0][1] for row in out.nbest]
 
 
 class _Transformers:
@@ -111,9 +117,7 @@ class _Transformers:
     self.torch = torch
     hf = job["hf_dir"]
     self.model = transformers.AutoModelForSeq2SeqLM.from_pretrained(hf).eval()
-    self.source = transformers.AutoTokenizer.from_pretrained(hf)
-    target_dir = os.path.join(hf, "target_tokenizer")
-    self.target = transformers.AutoTokenizer.from_pretrained(target_dir) if os.path.isdir(target_dir) else self.source
+    self.source, self.target = _tokenizers(hf)
     self.options = dict(num_beams=job["beam"], do_sample=False, max_new_tokens=job["max_len"], length_penalty=0.0,
                         output_scores=True, return_dict_in_generate=True)
 
@@ -133,13 +137,9 @@ class _Transformers:
 class _CTranslate2:
   def __init__(self, job):
     import ctranslate2  # pylint: disable=g-import-not-at-top
-    import transformers  # pylint: disable=g-import-not-at-top
-    hf = job["hf_dir"]
     self.translator = ctranslate2.Translator(job["ct2_dir"], device="cpu", compute_type=job["compute_type"],
                                              intra_threads=os.cpu_count(), inter_threads=1)
-    self.source = transformers.AutoTokenizer.from_pretrained(hf)
-    target_dir = os.path.join(hf, "target_tokenizer")
-    self.target = transformers.AutoTokenizer.from_pretrained(target_dir) if os.path.isdir(target_dir) else self.source
+    self.source, self.target = _tokenizers(job["hf_dir"])
     banned = json.load(open(os.path.join(job["ct2_dir"], "attnjax_banned.json"), encoding="utf-8"))
     self.options = dict(beam_size=job["beam"], length_penalty=0.0, max_decoding_length=job["max_len"],
                         return_scores=True, suppress_sequences=[[token] for token in banned] or None,
