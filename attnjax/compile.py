@@ -238,22 +238,15 @@ def _batch_shape(config, dp: int):
   return rows, q, c
 
 
-class _VocabSize:
-  """What a family's loss reads of its task when compiling without data: the vocabulary's size."""
-
-  def __init__(self, size: int):
-    self.src_vocab = self.tgt_vocab = self.vocab = type("Vocabulary", (), {"size": size})()
-
-
 def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report:
   """Compiles ``config``'s train step (and decode step) for ``config.target``; see the module docstring."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from jax.sharding import NamedSharding  # pylint: disable=g-import-not-at-top
   from attnjax import config as config_lib  # pylint: disable=g-import-not-at-top
-  from attnjax import families, inference, targets  # pylint: disable=g-import-not-at-top
+  from attnjax import families, inference, targets, tokens  # pylint: disable=g-import-not-at-top
   from attnjax.kernels import fused  # pylint: disable=g-import-not-at-top
-  from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
+  from attnjax.models.registry import model_for, model_width  # pylint: disable=g-import-not-at-top
   from attnjax.runtime import partitioning  # pylint: disable=g-import-not-at-top
   from attnjax.training import steps  # pylint: disable=g-import-not-at-top
   from attnjax.training.optim import make_optimizer  # pylint: disable=g-import-not-at-top
@@ -268,10 +261,9 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
   platform = "cpu" if devices[0].platform == "cpu" else target.platform
   mesh = partitioning.create_mesh(config.mesh.axes, config.mesh.shape, devices=devices)
   rules = config.mesh.rules
-  vocab = -(-int(config.data.get("vocab_size", 8000)) // config.data.vocab_multiple) * config.data.vocab_multiple
-  model = build_model(config.model.to_dict(), src_vocab_size=vocab, tgt_vocab_size=vocab)
-  d_model = getattr(model, "d_model", None) or getattr(model, "hidden_dim", None)
-  tx, schedule = make_optimizer(config.train, d_model)
+  vocab = tokens.vocab_size(config.data)  # the size the task's vocabulary is trained to
+  model = model_for(config, src_vocab_size=vocab, tgt_vocab_size=vocab)
+  tx, schedule = make_optimizer(config.train, model_width(model))
   ema_decay = config.train.get("ema_decay")  # a moving average of the parameters: one more copy of them
   abstract, sharding = state_shardings(model, tx, mesh, rules, jax.random.PRNGKey(0), ema_decay is not None)
   state = jax.tree_util.tree_map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, sharding)
@@ -282,14 +274,13 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
   shapes, bool_keys = family.abstract_batch(config, rows, q, c)
   ndims = family.batch_ndims
   batch_sharding = None if ndims is None else steps.batch_shardings({k: len(shapes[k]) for k in ndims}, mesh, rules)
-  loss = dict(loss_fn=family.loss(config, _VocabSize(int(config.data.get("vocab_size", 8000)))))
   batch = {k: jax.ShapeDtypeStruct(v, jnp.bool_ if k in bool_keys else jnp.int32,
                                    sharding=(batch_sharding[k] if batch_sharding else
                                              partitioning.batch_sharding(mesh, rules, len(v))))
            for k, v in shapes.items()}
   train_step = steps.make_train_step(model, tx, schedule, state_sharding=sharding, mesh=mesh, rules=rules,
                                      grad_accum_steps=config.train.grad_accum_steps, batch_sharding=batch_sharding,
-                                     ema_decay=ema_decay, **loss)
+                                     ema_decay=ema_decay, loss_fn=family.loss(config, tgt_vocab_size=vocab))
   with fused.compiling_for(platform), fused.record_fused_calls() as calls:
     lowered = train_step.lower(state, batch, *steps.step_arguments(schedule, 0.0))
   compiled = lowered.compile()
@@ -306,7 +297,7 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
   step["flops"] += step["attention_flops"]
   decode_stats = None
   if decode and family.decodes:
-    decoder = inference.decoder_for(model, mesh, config.eval, vocab_size=int(config.data.get("vocab_size", 8000)))
+    decoder = inference.decoder_for(model, mesh, config.eval, vocab_size=vocab)
     replicated = jax.tree_util.tree_map(
         lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=NamedSharding(mesh, jax.sharding.PartitionSpec())),
         abstract.params)
@@ -323,7 +314,7 @@ def compile_experiment(config, name: str = "", *, decode: bool = True) -> Report
   if target.num_devices == 1 and target.platform != "cpu" and config.model.name == "transformer":
     micro = rows // accum
     single_chip = {"micro_batches": accum, "rows": micro, "formula_bytes": targets.transformer_step_bytes(
-        config.model, micro, q, c, int(config.data.get("vocab_size", 8000)), target.dtype)}
+        config.model, micro, q, c, vocab, target.dtype)}
   return Report(name, target.name, params, seed_params(config), step, decode_stats, seconds, hours, fits,
                 f"{rows} x ({q}, {c})", census, single_chip)
 

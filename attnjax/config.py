@@ -23,11 +23,6 @@ from attnjax import fs
 OPTIMIZERS = ("adam", "sgd", "adadelta", "adagrad")
 SCHEDULES = ("rsqrt", "constant", "linear_warmup_cosine", "linear", "halving", "budget_linear")
 DECODERS = ("greedy", "beam")
-# What train.best_metric may name: a metric value of the evaluation (SQuAD 2.0: best_exact / best_f1 at the official
-# best no-answer threshold, best_f1_spans at the one best for the spans, which validation chooses).
-METRICS = ("exact_match", "bleu", "chrf", "ter", "meteor", "rouge1", "rouge2", "rougeL", "rougeLsum", "f1", "loss",
-           "nll", "mlm_accuracy", "bits_per_byte", "best_exact", "best_f1", "best_f1_spans")
-
 # The logical-axis rules of the mesh (attnjax.runtime.partitioning applies them): batch over data and fsdp,
 # parameters' embed axis over fsdp, the vocabulary, feed-forward and heads over tensor.
 DEFAULT_RULES = (
@@ -280,8 +275,6 @@ def _check_train(t, d) -> None:
       _fail(f"train.{key}", f"must be positive, got {t[key]}")
   if not 0.0 <= t.label_smoothing < 1.0:
     _fail("train.label_smoothing", f"must be in [0, 1), got {t.label_smoothing}")
-  if t.best_metric is not None and t.best_metric not in METRICS:
-    _fail("train.best_metric", f"must be one of {METRICS}, got {t.best_metric!r}")
   if t.best_mode not in ("max", "min"):
     _fail("train.best_mode", f"must be 'max' or 'min', got {t.best_mode!r}")
   if t.get("patience") is not None and (not isinstance(t.patience, int) or t.patience < 1):
@@ -298,6 +291,10 @@ def _check_eval(config, family) -> None:
   unknown = [name for name in e.metrics if name not in family.metrics]
   if unknown:
     _fail("eval.metrics", f"{unknown} not available for this task (choose from {family.metrics})")
+  # a value some evaluation of the task reports (training checks it against its own: families.check_best)
+  possible = family.values(d, family.metrics)
+  if config.train.best_metric is not None and config.train.best_metric not in possible:
+    _fail("train.best_metric", f"must be one of {possible}, got {config.train.best_metric!r}")
   splits = ("train", "validation", "test") + tuple(s for s in (d.get("splits") or {}) if s not in
                                                    ("train", "validation", "test"))
   if e.split not in splits:

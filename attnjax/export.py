@@ -73,13 +73,15 @@ def export_workdir(workdir: str, out: str, *, checkpoint: str = "best", dtype: s
   from attnjax.transfer import hf_tokenizer, lm, seq2seq  # pylint: disable=g-import-not-at-top
   from attnjax.transfer.bert import export_bert  # pylint: disable=g-import-not-at-top
   from attnjax import config as config_lib, families  # pylint: disable=g-import-not-at-top
-  from attnjax.inference import build_model_for  # pylint: disable=g-import-not-at-top
+  from attnjax.models.registry import model_for  # pylint: disable=g-import-not-at-top
   config = config_lib.load_config(workdir)
   if dtype != "float32" and config.model.name not in ("span_qa", "bert_mlm"):
     raise ValueError(f"--dtype={dtype}: only a BERT encoder's export (span_qa, bert_mlm) is written in another dtype "
                      f"than float32, not model {config.model.name!r}")
   if config.model.name in _CHECKS:  # refused before any parameter is read
-    _CHECKS[config.model.name](build_model_for(config, families.load_vocabularies(config.data, workdir)))
+    vocabularies = families.load_vocabularies(config.data, workdir)
+    _CHECKS[config.model.name](model_for(config, src_vocab_size=vocabularies.src.size,
+                                         tgt_vocab_size=vocabularies.tgt.size))
   loaded = load_workdir(workdir, checkpoint=checkpoint, config=config)
   params = jax.tree_util.tree_map(np.asarray, loaded.params)
   name, model, vocabularies = loaded.config.model.name, loaded.model, loaded.vocabularies

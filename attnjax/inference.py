@@ -28,10 +28,10 @@ import numpy as np
 
 from attnjax import fs
 from attnjax.progress import Progress
+from attnjax.tokens import round_up
 from attnjax.data.vocab import UNK_ID
 from attnjax.decoding import ATTNJAX, SearchRules, beam_search, greedy_search, sample_search
 from attnjax.models.interface import PAD_ID
-from attnjax.models.registry import build_model
 from attnjax.runtime import partitioning
 from attnjax.runtime.checkpointing import Checkpointer
 from attnjax.runtime.params import param_shardings
@@ -40,13 +40,9 @@ DECODES = ("beam", "greedy", "sample")
 _FILLER_ID = UNK_ID  # filler rows hold one token, so that no row is empty (their output is dropped)
 
 
-def _round_up(x: int, multiple: int) -> int:
-  return -(-x // multiple) * multiple
-
-
 def _width(length: int, cap: int) -> int:
   """Padded source width: the next power of two >= ``length`` (at least 8), never above ``cap`` rounded up to 8."""
-  return min(max(8, 1 << max(length - 1, 0).bit_length()), _round_up(cap, 8))
+  return min(max(8, 1 << max(length - 1, 0).bit_length()), round_up(cap))
 
 
 def replicate(tree, mesh):
@@ -86,7 +82,7 @@ class RowSharding:
     self.sharding = NamedSharding(mesh, self.spec)
 
   def rows(self, n: int) -> int:
-    return _round_up(max(n, 1), self.mesh.size)
+    return round_up(max(n, 1), self.mesh.size)
 
   def put(self, global_rows: np.ndarray):
     n = global_rows.shape[0]
@@ -247,7 +243,7 @@ def predict_spans(predictor: SpanPredictor, params, examples, *, max_question_le
   (:func:`attnjax.data.squad_windows.spans_and_null_margins`), for a no-answer threshold chosen elsewhere."""
   from attnjax.data.squad_windows import best_across_windows, spans_and_null_margins  # pylint: disable=g-import-not-at-top
   rows = predictor.rows.rows(batch_size)
-  q_width, c_width = _round_up(max_question_len, 8), _round_up(max_context_len, 8)
+  q_width, c_width = round_up(max_question_len), round_up(max_context_len)
   outputs = [[], [], [], []]
   progress = Progress("predicting spans", len(examples), "windows", enabled=jax.process_index() == 0)
   for begin in range(0, len(examples), rows):
@@ -317,14 +313,6 @@ def average_params(trees):
   for tree in trees[1:]:
     total = jax.tree_util.tree_map(lambda a, b: a + b.astype(jnp.float32), total, tree)
   return jax.tree_util.tree_map(lambda a, ref: (a / len(trees)).astype(ref.dtype), total, trees[0])
-
-
-def build_model_for(config, vocabularies):
-  """The config's model with embedding sizes from the vocabularies, padded to ``data.vocab_multiple``."""
-  multiple = config.data.vocab_multiple
-  pad = lambda n: _round_up(n, multiple)
-  return build_model(config.model.to_dict(), src_vocab_size=pad(vocabularies.src.size),
-                     tgt_vocab_size=pad(vocabularies.tgt.size))
 
 
 def decoder_for(model, mesh, eval_cfg, *, vocab_size: int | None = None, n_best: int = 1,

@@ -31,12 +31,6 @@ def _apply_overrides(config, eval_overrides: dict | None, metrics: tuple[str, ..
     config.eval[key] = tuple(value) if isinstance(value, list) else value
 
 
-def _task_metrics(config) -> tuple[str, ...]:
-  if config.eval.metrics:
-    return tuple(config.eval.metrics)
-  return families.default_metrics(config.data)
-
-
 def evaluate_checkpoint(workdir: str, *, split: str = "test", checkpoint: str = "best",
                         average_last: int | None = None, data_dir: str | None = None, limit: int | None = None,
                         heatmap: str | None = None, eval_overrides: dict | None = None,
@@ -56,7 +50,7 @@ def evaluate_checkpoint(workdir: str, *, split: str = "test", checkpoint: str = 
   config.eval.split = split
   config_lib.validate(config)  # the overrides too, naming the key
   family = families.of(config)
-  names = _task_metrics(config)
+  names = family.metric_names(config)
   family.check_evaluation(config, names)
   tasks.resolve_data_dir(config.data, workdir, data_dir)
 

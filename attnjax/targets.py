@@ -18,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from attnjax import tokens
+
 GiB = 1024**3
 
 
@@ -126,7 +128,7 @@ def single_device_accumulation(config, target: Target) -> int:
   d = config.data
   q, c = int(d.max_src_len), int(d.max_tgt_len)
   rows = int(d.batch_size) if d.batch_size else max(int(d.max_tokens) // max(q, c), 1)
-  vocab = int(d.get("vocab_size", 8000))
+  vocab = tokens.vocab_size(d)
   budget = HBM_HEADROOM * target.hbm_bytes
   for steps in range(max(accum, 1), rows + 1):
     if d.batch_size and rows % steps:

@@ -22,6 +22,20 @@ EOS_ID = 2
 UNK_ID = 3
 NUM_RESERVED = 4
 
+DEFAULT_VOCAB_SIZE = 8000  # config.data.vocab_size where a config leaves it out
+PAD_TO_MULTIPLE = 8  # every batch pads its lengths to a multiple of this
+
+
+def round_up(n: int, multiple: int = PAD_TO_MULTIPLE) -> int:
+  """``n`` rounded up to a multiple of ``multiple`` (a padded length, a padded vocabulary)."""
+  return -(-int(n) // int(multiple)) * int(multiple)
+
+
+def vocab_size(data_cfg) -> int:
+  """The size of the vocabulary a task trains (``config.data.vocab_size``, else :data:`DEFAULT_VOCAB_SIZE`)."""
+  value = data_cfg.get("vocab_size") if hasattr(data_cfg, "get") else getattr(data_cfg, "vocab_size", None)
+  return int(DEFAULT_VOCAB_SIZE if value is None else value)
+
 
 def never_predicted(vocab_ids, vocab_size):
   """Boolean mask over ``vocab_ids`` (an array of ids, e.g. ``arange(V_padded)``): True for ids a decoder must never

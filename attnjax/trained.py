@@ -21,7 +21,8 @@ import jax
 from attnjax import config as config_lib
 from attnjax import families, fs
 from attnjax.data import tasks
-from attnjax.inference import average_params, build_model_for, choose_steps, inference_mesh, replicate
+from attnjax.inference import average_params, choose_steps, inference_mesh, replicate
+from attnjax.models.registry import model_for
 from attnjax.runtime.checkpointing import Checkpointer
 from attnjax.runtime.params import param_shardings
 
@@ -101,7 +102,7 @@ def load_workdir(workdir: str, *, checkpoint: str = "best", average_last: int | 
                      "was not set)")
   key = "ema_params" if kept and weights != "params" else "params"
   vocabularies = families.load_vocabularies(config.data, workdir)
-  model = build_model_for(config, vocabularies)
+  model = model_for(config, src_vocab_size=vocabularies.src.size, tgt_vocab_size=vocabularies.tgt.size)
   mesh = inference_mesh(config)
   abstract, sharding = param_shardings(model, mesh, config.mesh.rules, config.seed)
   target = jax.tree_util.tree_map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), abstract, sharding)

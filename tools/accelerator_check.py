@@ -199,7 +199,6 @@ def train_curve(family: str, steps: int, dtype: str, device, dry: bool = False) 
   import jax  # pylint: disable=g-import-not-at-top
   import optax  # pylint: disable=g-import-not-at-top
   from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
-  from attnjax.training import steps as steps_lib  # pylint: disable=g-import-not-at-top
   batches = _batches(family, steps)
   from attnjax.models.registry import model_fields  # pylint: disable=g-import-not-at-top
   cfg = dict(FAMILIES[family], **(DRY_FAMILIES[family] if dry else {}), dtype=dtype)
@@ -215,9 +214,9 @@ def train_curve(family: str, steps: int, dtype: str, device, dry: bool = False) 
   params = jax.device_put(params, device)
   tx = optax.adam(1e-3)
   opt_state = jax.device_put(tx.init(params), device)
+  from attnjax.families.seq2seq import seq2seq_loss_stats  # pylint: disable=g-import-not-at-top
   from attnjax.families.span_qa import span_loss_stats  # pylint: disable=g-import-not-at-top
-  loss_fn = (span_loss_stats if family.startswith("span_qa")
-             else lambda m, p, b, r, d: steps_lib.seq2seq_loss_stats(m, p, b, r, d))
+  loss_fn = span_loss_stats if family.startswith("span_qa") else seq2seq_loss_stats
 
   @jax.jit
   def step(params, opt_state, batch):
@@ -394,7 +393,8 @@ def step_throughput(experiment: str, dry: bool, timed_steps: int, batch: str = "
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from attnjax import compile as compile_lib  # pylint: disable=g-import-not-at-top
   from attnjax.kernels import fused  # pylint: disable=g-import-not-at-top
-  from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
+  from attnjax import families, tokens  # pylint: disable=g-import-not-at-top
+  from attnjax.models.registry import model_for  # pylint: disable=g-import-not-at-top
   from attnjax.runtime import partitioning  # pylint: disable=g-import-not-at-top
   from attnjax.training import steps as steps_lib  # pylint: disable=g-import-not-at-top
   from attnjax.training.optim import make_optimizer  # pylint: disable=g-import-not-at-top
@@ -411,10 +411,8 @@ def step_throughput(experiment: str, dry: bool, timed_steps: int, batch: str = "
   dtype = "float32" if device.platform == "cpu" else "bfloat16"
   with m.unlocked():
     m.dtype = dtype
-  vocab = -(-int(config.data.vocab_size) // config.data.vocab_multiple) * config.data.vocab_multiple
-  if dry:
-    vocab = 512
-  model = build_model(m.to_dict(), src_vocab_size=vocab, tgt_vocab_size=vocab)
+  vocab = 512 if dry else tokens.vocab_size(config.data)  # the real vocabulary; the tables pad it
+  model = model_for(config, src_vocab_size=vocab, tgt_vocab_size=vocab)
   mesh = partitioning.create_mesh(config.mesh.axes, (1, 1, 1), devices=[device])
   rules = config.mesh.rules
   tx, schedule = make_optimizer(config.train, m.d_model)
@@ -425,8 +423,9 @@ def step_throughput(experiment: str, dry: bool, timed_steps: int, batch: str = "
            "tgt_out": rng.integers(4, vocab, size=(per_device, c)).astype(np.int32)}
   batch["src_mask"], batch["tgt_mask"] = np.ones((per_device, q), bool), np.ones((per_device, c), bool)
   batch = jax.device_put(batch, partitioning.batch_sharding(mesh, rules))
+  loss_fn = families.of(config).loss(config, tgt_vocab_size=vocab)
   train_step = steps_lib.make_train_step(model, tx, schedule, state_sharding=sharding, mesh=mesh, rules=rules,
-                                         label_smoothing=config.train.label_smoothing)
+                                         loss_fn=loss_fn)
   with fused.record_fused_calls() as calls:
     compiled = train_step.lower(state, batch).compile()
   memory = compile_lib._memory(compiled)  # pylint: disable=protected-access
@@ -445,7 +444,7 @@ def step_throughput(experiment: str, dry: bool, timed_steps: int, batch: str = "
     import tempfile  # pylint: disable=g-import-not-at-top
     with tempfile.TemporaryDirectory() as directory:
       summary, state = trace_steps(compiled, state, batch, directory)
-  parts = _step_parts(model, state, sharding, batch, mesh, rules, config.train.label_smoothing, timed_steps)
+  parts = _step_parts(model, state, sharding, batch, mesh, rules, loss_fn, timed_steps)
   peak = chip.peak_flops if chip else None
   estimate = None
   if chip and chip.peak_flops:
@@ -470,7 +469,7 @@ def _seconds(fn, args, repeats: int) -> float:
   return (time.perf_counter() - t0) / repeats
 
 
-def _step_parts(model, state, sharding, batch, mesh, rules, label_smoothing, repeats) -> dict:
+def _step_parts(model, state, sharding, batch, mesh, rules, loss_fn, repeats) -> dict:
   """Where a train step's time goes: the forward pass alone (evaluation mode); the forward and backward passes of the
   same batch in training mode (dropout on), without dropout, and with dropout masks drawn by the ``rbg`` generator;
   the rest of the step is the optimiser update and what surrounds it. A step far from its estimate shows here
@@ -478,14 +477,13 @@ def _step_parts(model, state, sharding, batch, mesh, rules, label_smoothing, rep
   import jax  # pylint: disable=g-import-not-at-top
   from attnjax.runtime import partitioning  # pylint: disable=g-import-not-at-top
   from attnjax.training import steps as steps_lib  # pylint: disable=g-import-not-at-top
-  forward = steps_lib.make_eval_step(model, state_sharding=sharding, mesh=mesh, rules=rules,
-                                     label_smoothing=label_smoothing)
+  forward = steps_lib.make_eval_step(model, state_sharding=sharding, mesh=mesh, rules=rules, loss_fn=loss_fn)
 
   def passes(key, deterministic):
     @partitioning.traced_in(mesh, rules)
     def gradients(params, batch):
       def loss(p):
-        stats = steps_lib.seq2seq_loss_stats(model, p, batch, key, deterministic, label_smoothing=label_smoothing)
+        stats = loss_fn(model, p, batch, key, deterministic)
         return stats["loss_sum"] / stats["ntokens"]
       return jax.grad(loss)(params)
     backward = jax.jit(gradients, in_shardings=(sharding.params, partitioning.batch_sharding(mesh, rules)),

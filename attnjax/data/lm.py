@@ -29,6 +29,7 @@ from attnjax.data.rows import RowBatcher
 from attnjax.tokens import BOS_ID, EOS_ID
 
 DEFAULT_HELDOUT = {"validation": 0.005, "test": 0.005}  # shares of a single file's documents
+SPM_MODEL_TYPE = "bpe"  # the language model's SentencePiece model where data.spm_model_type does not say
 LM_BATCH_KEYS = ("inputs", "targets", "weights", "segment_ids", "positions")
 ROWS_FORMAT = 1  # in the packed rows' cache key: raise it when a change to stream_rows changes the rows
 
@@ -76,7 +77,7 @@ class LmTaskData:
 
   def __init__(self, data_cfg, workdir):
     from attnjax.data.config_keys import get, in_dir  # pylint: disable=g-import-not-at-top
-    from attnjax.data.tokenizer import load_or_train  # pylint: disable=g-import-not-at-top
+    from attnjax.data.tokenizer import load_or_train, spm_options  # pylint: disable=g-import-not-at-top
     self.seq_len = int(get(data_cfg, "seq_len", 256))
     self.data_cfg = data_cfg
     path = get(data_cfg, "path", None)
@@ -110,11 +111,9 @@ class LmTaskData:
       return out
 
     self.shared_dir = get(data_cfg, "shared_cache_dir", None) or None  # "" (a flag that clears it): none
-    self.vocab = load_or_train(workdir, "spm", paragraphs, int(get(data_cfg, "vocab_size", 8000)),
-                               shared_dir=self.shared_dir, model_type=get(data_cfg, "spm_model_type", "bpe"),
-                               given=get(data_cfg, "spm_model", None))
+    self.vocab = load_or_train(workdir, "spm", paragraphs, shared_dir=self.shared_dir,
+                               **spm_options(data_cfg, SPM_MODEL_TYPE))
     self.src_vocab = self.tgt_vocab = self.vocab
-    self.metrics = ("bits_per_byte",)
 
   def texts(self, split: str) -> list[str]:
     if self._texts is None:

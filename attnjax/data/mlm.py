@@ -179,7 +179,6 @@ class MlmTaskData:
     get(data_cfg, "vocab_file")  # required
     self.vocab = wordpiece_in_workdir(data_cfg, workdir)
     self.src_vocab = self.tgt_vocab = self.vocab
-    self.metrics = ("mlm_accuracy",)
     self.squad_task = get(data_cfg, "squad_task", None)
     self.directory = get(data_cfg, "dir", "") or ""
     given = [key for key in ("path", "splits", "squad_task") if get(data_cfg, key, None) is not None]

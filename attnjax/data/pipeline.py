@@ -62,7 +62,7 @@ from absl import logging
 
 from attnjax.data import packing
 from attnjax.data.token_cache import TokenizedSplit
-from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID
+from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID, PAD_TO_MULTIPLE, round_up
 
 Batch = dict[str, np.ndarray]
 # batch bookkeeping for the host (e.g. putting predictions back in order), never a model input
@@ -79,10 +79,6 @@ class BucketSpec:
   batch_size: int  # global rows per batch (each of the num_shards processes gets batch_size // num_shards)
   src_length: int  # S, padded source length
   tgt_length: int  # T, padded target length
-
-
-def _round_up(x: int, multiple: int) -> int:
-  return -(-x // multiple) * multiple
 
 
 def _check_int(name: str, value, minimum: int | None = None, allow_none: bool = False) -> None:
@@ -184,7 +180,7 @@ class Seq2SeqBatcher:
   def __init__(self, examples: Sequence[tuple[Sequence[int], Sequence[int]]], *, batch_size: int | None = None,
                max_tokens: int | None = None, max_src_len: int, max_tgt_len: int,
                bucket_boundaries: Sequence[int] | None = None, shuffle: bool = True, seed: int = 0,
-               drop_remainder: bool = False, pad_to_multiple: int = 8, num_shards: int = 1, shard_index: int = 0,
+               drop_remainder: bool = False, pad_to_multiple: int = PAD_TO_MULTIPLE, num_shards: int = 1, shard_index: int = 0,
                pack: bool = False, pack_length: int | None = None, batch_multiple: int | None = None,
                truncate: bool = False):
     batch_multiple = _check_options(batch_size, max_tokens, max_src_len, max_tgt_len, seed, pad_to_multiple,
@@ -254,7 +250,7 @@ class Seq2SeqBatcher:
       if pack_length < longest:
         raise ValueError(f"pack_length={pack_length} must be >= max(max_src_len, max_tgt_len)={longest} so that every "
                          "kept example fits in a row")
-      row = _round_up(pack_length, self.pad_to_multiple)
+      row = round_up(pack_length, self.pad_to_multiple)
       self.bucket_boundaries = (row,)
       self.bucket_specs = (BucketSpec(row, self._rows_per_batch(row), row, row),)
       self._bucket_members = [kept]
@@ -267,8 +263,8 @@ class Seq2SeqBatcher:
       self.bucket_boundaries = tuple(b for b in bounds if b < longest) + (longest,)
       specs = []
       for b in self.bucket_boundaries:
-        s = _round_up(min(b, self.max_src_len), self.pad_to_multiple)
-        t = _round_up(min(b, self.max_tgt_len), self.pad_to_multiple)
+        s = round_up(min(b, self.max_src_len), self.pad_to_multiple)
+        t = round_up(min(b, self.max_tgt_len), self.pad_to_multiple)
         specs.append(BucketSpec(b, self._rows_per_batch(max(s, t)), s, t))
       self.bucket_specs = tuple(specs)
       bucket_of = np.searchsorted(np.asarray(self.bucket_boundaries), np.maximum(src_len, tgt_len)[kept], side="left")

@@ -1,9 +1,8 @@
 """The tasks of the literature by name (:data:`TASKS`, :func:`use_task`), and the task data the families build.
 
-* :class:`TaskData`: ``(source, target)`` text pairs per split, a source and a target vocabulary, and the decoding
-  metrics its literature reports (translation: BLEU, chrF, TER; summarization: ROUGE).
+* :class:`TaskData`: ``(source, target)`` text pairs per split, a source and a target vocabulary.
 * :class:`SpanTaskData`: extractive QA. :class:`~attnjax.data.squad.SquadQuestion` records per split, one vocabulary
-  for questions and contexts, and SQuAD's exact match and F1.
+  for questions and contexts.
 
 Which of them a config's data is, and how its vocabulary is kept in the workdir, is its task family's to say
 (:mod:`attnjax.families`). Vocabularies are trained once and kept in the workdir, so that evaluating a checkpoint
@@ -38,8 +37,6 @@ class TaskSpec:
     reported: what the literature reports on it (may include opt-in metrics such as METEOR).
     language: the target text's language (ISO 639-1), which METEOR stems in, where ``fields`` has no ``tgt_lang``;
       :func:`use_task` sets it as ``config.eval.meteor_language``.
-    best_metric, best_mode: what ranks the "best" checkpoint (:func:`use_task` sets them): the kind's headline
-      metric, and "min" where lower is better (bits per byte).
     train: other ``config.train`` values the task's loss asks for (no label smoothing for a span loss).
   """
   kind: str
@@ -49,24 +46,10 @@ class TaskSpec:
   metrics: tuple[str, ...]
   reported: tuple[str, ...]
   language: str | None = None
-  best_metric: str = ""
-  best_mode: str = "max"
   train: tuple[tuple[str, Any], ...] = ()
 
-  def __post_init__(self):
-    if not self.best_metric:
-      object.__setattr__(self, "best_metric", _HEADLINE[self.kind])
-
-
-_HEADLINE = {"translation": "bleu", "summarization": "rougeL", "extractive_qa": "f1", "mlm": "mlm_accuracy",
-             "lm": "bits_per_byte"}  # the metric that ranks "best" checkpoints, by kind of task
 
 _SPAN_LOSS = (("label_smoothing", 0.0),)  # the span loss has no label smoothing
-# SQuAD 2.0 ranks checkpoints by F1 at the no-answer threshold best for its spans (every question answered with its
-# best span unless its no-answer probability exceeds the threshold): the score the final evaluation gives, its
-# threshold chosen that way on validation. At a fixed 0.5, a reader that answers nothing scores the unanswerable share
-# and can outrank one that ranks its answers well but is calibrated away from 0.5.
-_SQUAD2_BEST = "best_f1_spans"
 _WMT_SPLITS = {"train": "train", "validation": "validation", "test": "test"}
 _TRANSLATION = ("bleu", "chrf", "ter")
 
@@ -93,7 +76,7 @@ TASKS: dict[str, TaskSpec] = {
                          train=_SPAN_LOSS),
     "squad_v2": TaskSpec("extractive_qa", "tfds_squad", {"tfds_name": "squad/v2.0", "squad_version": "2.0"},
                          {"train": "train", "validation": "validation"}, ("exact_match", "f1"), ("exact_match", "f1"),
-                         best_metric=_SQUAD2_BEST, train=_SPAN_LOSS),
+                         train=_SPAN_LOSS),
     # The offline copies in ../shared/data (see experiments/): Multi30k task 1, manythings English–French, and
     # SQuAD v1.1 dev split by article.
     "multi30k_en_de": TaskSpec("translation", "parallel_text", {"src_lang": "en", "tgt_lang": "de"},
@@ -117,13 +100,13 @@ TASKS: dict[str, TaskSpec] = {
     # the same Wikipedia file for language modelling (bits per byte), with the same held-out articles
     "wikipedia_lm": TaskSpec("lm", "lm_jsonl", {"path": "enwiki_2015_AA.jsonl.gz",
                                                 "heldout": {"validation": 0.005, "test": 0.005}},
-                             {}, ("bits_per_byte",), ("bits_per_byte",), best_mode="min"),  # lower is better
+                             {}, ("bits_per_byte",), ("bits_per_byte",)),
     # SQuAD 2.0 dev (35 articles, 11,873 questions, 5,945 unanswerable), split by article as v1.1's: with seed 0,
     # train 24 articles / 8,242 questions (50.0% unanswerable), validation 6 / 2,076 (51.1%), test 5 / 1,555 (48.9%)
     "squad_v2_dev_by_article": TaskSpec("extractive_qa", "squad_json",
                                         {"path": "dev-v2.0.json.gz", "heldout": {"validation": 0.2, "test": 0.2},
                                          "squad_version": "2.0"},
-                                        {}, ("exact_match", "f1"), ("exact_match", "f1"), best_metric=_SQUAD2_BEST,
+                                        {}, ("exact_match", "f1"), ("exact_match", "f1"),
                                         train=_SPAN_LOSS),
     "squad_v1_dev_by_article": TaskSpec("extractive_qa", "squad_json",
                                         {"path": "dev-v1.1.json.gz", "heldout": {"validation": 0.1, "test": 0.1}},
@@ -144,15 +127,17 @@ TASKS: dict[str, TaskSpec] = {
                                        {"path": "squad_v2/dev-v2.0.json.gz",
                                         "heldout": {"validation": 0.2, "test": 0.2}, "squad_version": "2.0",
                                         "train_also": "squad_v1_train/train-v1.1.json.gz"},
-                                       {}, ("exact_match", "f1"), ("exact_match", "f1"), best_metric=_SQUAD2_BEST,
+                                       {}, ("exact_match", "f1"), ("exact_match", "f1"),
                                        train=_SPAN_LOSS),
 }
 
 
 def use_task(config, name: str) -> None:
   """Points ``config.data`` at the registered task ``name`` (its source, dataset fields and splits), and sets
-  ``config.eval.metrics`` and the metric that ranks the best checkpoint (BLEU, ROUGE-L, F1). Experiment files call
-  it, then set what is theirs (``data.dir``, vocabulary, lengths, model).
+  ``config.eval.metrics``; the metric that ranks the best checkpoint is left to the task's family (BLEU, ROUGE-L,
+  F1; SQuAD 2.0's F1 at the no-answer threshold best for its spans; bits per byte, lower is better), which training
+  sets where it is unset. Experiment files call it, then set what is theirs (``data.dir``, vocabulary, lengths,
+  model).
 
   Raises:
     ValueError: an unknown name (lists the registered ones).
@@ -172,8 +157,8 @@ def use_task(config, name: str) -> None:
   config.eval.metrics = spec.metrics
   if spec.language is not None:
     config.eval.meteor_language = spec.language
-  config.train.best_metric = spec.best_metric
-  config.train.best_mode = spec.best_mode
+  config.train.best_metric = None  # the family's own (attnjax.families.resolve_best), for this data
+  config.train.best_mode = "max"
   for key, value in spec.train:
     config.train[key] = value
 
@@ -191,7 +176,6 @@ class TaskData:
   src_vocab: Any  # encode(str) -> list[int], decode(ids) -> str, size
   tgt_vocab: Any
   splits: dict[str, list[tuple[str, str]]]
-  metrics: tuple[str, ...]
   kind: str = "seq2seq"
   # Where encoded() keeps each split's token ids (tokens.<split>.<fingerprint>.npz, next to the vocabulary), so a
   # restart or another host reads them instead of tokenizing again; None: tokenize on every call. source_key
@@ -239,8 +223,8 @@ def require_train(splits) -> None:
 
 @dataclasses.dataclass
 class SpanTaskData:
-  """Extractive QA: questions per split, one vocabulary, SQuAD EM / F1 (``version`` "2.0" if any question of any split
-  is unanswerable).
+  """Extractive QA: questions per split, one vocabulary (``version`` "2.0" if any question of any split is
+  unanswerable).
 
   ``examples(split)`` tokenizes a split once. For training (``train=True``) an answer that is not a token span of the
   truncated context drops its question, as there is no target; for evaluation every question is kept, so EM / F1
@@ -252,7 +236,6 @@ class SpanTaskData:
   max_question_len: int
   max_context_len: int
   version: str
-  metrics: tuple[str, ...] = ("exact_match", "f1")
   kind: str = "span"
   doc_stride: int | None = None  # read long contexts in windows every doc_stride tokens (None: truncate)
   _cache: dict = dataclasses.field(default_factory=dict, repr=False)

@@ -36,7 +36,7 @@ import sentencepiece as spm
 from absl import logging
 from sentencepiece import sentencepiece_model_pb2, sentencepiece_pb2
 
-from attnjax import fs
+from attnjax import fs, tokens
 from attnjax.data.vocab import UNK_ID
 from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID
 
@@ -268,6 +268,14 @@ def train_sentencepiece(texts: Iterable[str], model_prefix: str | os.PathLike | 
 
 
 _TRAINER_DEFAULTS = dict(train_sentencepiece.__kwdefaults__)  # part of a shared model's key
+
+
+def spm_options(data_cfg, model_type: str = "unigram") -> dict:
+  """:func:`load_or_train`'s options from ``config.data``: ``vocab_size`` (:func:`attnjax.tokens.vocab_size`),
+  ``model_type`` (``data.spm_model_type``, else the family's default) and ``given`` (``data.spm_model``)."""
+  from attnjax.data.config_keys import get  # pylint: disable=g-import-not-at-top
+  return dict(vocab_size=tokens.vocab_size(data_cfg), model_type=get(data_cfg, "spm_model_type", model_type),
+              given=get(data_cfg, "spm_model", None))
 
 
 def load_or_train(workdir: str | os.PathLike, name: str, texts_fn: Callable[[], Iterable[str]], vocab_size: int, *,

@@ -38,6 +38,18 @@ def resolve_best(config) -> None:
     config.train.best_metric, config.train.best_mode = of(config).default_best(config.data)
 
 
+def check_best(config, task=None) -> None:
+  """Training ranks its "best" checkpoint by a value its evaluation computes (:meth:`TaskFamily.values`; ``task``:
+  the data once read, None: checked before it is). An evaluation of a checkpoint ranks nothing, so it is not
+  asked."""
+  family = of(config)
+  values = family.values(config.data, family.metric_names(config), task)
+  if config.train.best_metric not in values:
+    raise ValueError(f"config.train.best_metric={config.train.best_metric!r} is not computed by this run's "
+                     f"evaluation, which reports {sorted(values)} (config.eval.metrics, or the task's own metrics "
+                     "when empty)")
+
+
 def for_source(source: str) -> TaskFamily:
   """The family that reads ``config.data.source``; ValueError naming the key and the known sources."""
   if source not in _BY_SOURCE:
@@ -80,9 +92,3 @@ def load_vocabularies(data_cfg, workdir: str):
 def load_split(data_cfg, split: str) -> list:
   """Only ``split`` of a task, every example of it in order: ``(source, target)`` pairs, or SQuAD questions."""
   return for_source(data_cfg.source).load_split(data_cfg, split)
-
-
-def default_metrics(data_cfg) -> tuple[str, ...]:
-  """What a task is scored with when ``config.eval.metrics`` is empty: the one answer that training's evaluations
-  and ``attnjax.evaluate`` share."""
-  return for_source(data_cfg.source).default_metrics(data_cfg)

@@ -100,6 +100,25 @@ class TaskFamily:
     """What the task is scored with when ``config.eval.metrics`` is empty."""
     return self.metrics
 
+  def metric_names(self, config) -> tuple[str, ...]:
+    """What an evaluation of ``config`` scores with: ``config.eval.metrics``, or the task's own when it is empty (the
+    one answer that training's evaluations and ``attnjax.evaluate`` share)."""
+    return tuple(config.eval.metrics) or self.default_metrics(config.data)
+
+  def metric_values(self, name: str) -> tuple[str, ...]:
+    """The values that scoring with the metric ``name`` reports (ROUGE reports four)."""
+    return (name,)
+
+  def values(self, data_cfg, names, task=None) -> tuple[str, ...]:
+    """Every value an evaluation scoring with ``names`` reports, which ``config.train.best_metric`` may rank by: the
+    loss, each metric's values (:meth:`metric_values`) and the family's :meth:`extra_values` (for ``task`` once it
+    is read; without it, every value the config's data may give)."""
+    out = ["loss", "nll"]
+    for name in names:
+      out.extend(self.metric_values(name))
+    out.extend(self.extra_values(data_cfg, names, task))
+    return tuple(dict.fromkeys(out))
+
   def source_data_keys(self, source: str) -> dict[str, Any]:
     """The ``data_keys`` that ``source`` reads (all of them unless the family says otherwise): what a command line
     may add to an experiment's ``config.data`` for that source."""
@@ -116,10 +135,11 @@ class TaskFamily:
   def check_evaluation(self, config, names) -> None:
     """What scoring with ``names`` needs that is not there (a metric's data), checked before hours of work."""
 
-  def extra_values(self, task, names) -> tuple[str, ...]:
-    """Values an evaluation of ``task`` scoring with ``names`` reports beyond the metrics' own names (which
-    ``config.train.best_metric`` may also rank by)."""
-    del task, names
+  def extra_values(self, data_cfg, names, task=None) -> tuple[str, ...]:
+    """Values an evaluation scoring with ``names`` reports beyond the metrics' own (which
+    ``config.train.best_metric`` may also rank by); ``task``: the data once read, None: any the config's data may
+    give."""
+    del data_cfg, names, task
     return ()
 
   # ------------------------------------------------------------------------------------------- data in a workdir
@@ -142,9 +162,11 @@ class TaskFamily:
     ``num_shards``, ``shard_index`` and ``batch_multiple`` (what the mesh and the processes ask of a batch)."""
     raise NotImplementedError
 
-  def loss(self, config, task):
+  def loss(self, config, *, tgt_vocab_size: int):
     """``loss_fn(model, params, batch, rng, deterministic) -> {"loss_sum", "nll_sum", "ntokens", ...}``: sums over
-    the batch, divided once by the step (:mod:`attnjax.training.steps`)."""
+    the batch, divided once by the step (:mod:`attnjax.training.steps`); ``tgt_vocab_size``: the real (unpadded)
+    size of the vocabulary it predicts. The one loss of the family: training, evaluation and planning all take it
+    from here."""
     raise NotImplementedError
 
   def tokens(self, batch) -> float:

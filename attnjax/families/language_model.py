@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 
 from attnjax.data import tasks
-from attnjax.data.lm import LmTaskData
-from attnjax.data.tokenizer import load_or_train
+from attnjax.data.lm import SPM_MODEL_TYPE, LmTaskData
+from attnjax.data.tokenizer import load_or_train, spm_options
 from attnjax.families.base import Predictions
 from attnjax.families.rows import ROW_KEYS, RowFamily
 from attnjax.models.lm import lm_statistics
@@ -79,11 +79,10 @@ class LanguageModel(RowFamily):
 
   def load_vocabularies(self, data_cfg, workdir: str) -> tasks.Vocabularies:
     vocab = load_or_train(workdir, "spm", lambda: tasks.missing_vocabulary(workdir),
-                          int(data_cfg.get("vocab_size", 8000)),
-                          model_type=data_cfg.get("spm_model_type", "bpe"), given=data_cfg.get("spm_model"))
+                          **spm_options(data_cfg, SPM_MODEL_TYPE))
     return tasks.Vocabularies(vocab, vocab)
 
-  def loss(self, config, task):
+  def loss(self, config, *, tgt_vocab_size: int):
     return lm_loss_stats
 
   def tokens(self, batch) -> float:

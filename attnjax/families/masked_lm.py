@@ -44,7 +44,7 @@ class MaskedLM(RowFamily):
     vocab = wordpiece_in_workdir(data_cfg, workdir)
     return tasks.Vocabularies(vocab, vocab)
 
-  def loss(self, config, task):
+  def loss(self, config, *, tgt_vocab_size: int):
     return mlm_loss_stats
 
   def tokens(self, batch) -> float:

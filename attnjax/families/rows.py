@@ -26,8 +26,8 @@ class RowFamily(TaskFamily):
       fail("data.batch_size", f"{self.title} rows have a fixed length: set data.batch_size (rows), not "
            "data.max_tokens")
 
-  def load_vocabularies(self, data_cfg, workdir: str):
-    raise NotImplementedError
+  def extra_values(self, data_cfg, names, task=None) -> tuple[str, ...]:
+    return (self.loss_key,)  # the evaluation's loss under the family's own name too
 
   def batchers(self, task, config, split: str, *, shards: dict):
     options = dict(batch_size=config.data.batch_size, num_shards=shards["num_shards"],

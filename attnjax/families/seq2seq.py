@@ -21,16 +21,18 @@ from attnjax import metrics as metrics_lib
 from attnjax.data import tasks
 from attnjax.data.pipeline import Seq2SeqBatcher
 from attnjax.data.sources import TEXT_SOURCES, load_text_task
-from attnjax.data.tokenizer import load_or_train_pair
+from attnjax.data.tokenizer import load_or_train_pair, spm_options
 from attnjax.data.vocab import CharVocab
 from attnjax.families.base import Predictions, TaskFamily, fail, result_head, step_tag, write_metrics
 from attnjax.models.losses import smoothed_cross_entropy
+from attnjax.tokens import round_up
 from attnjax.transfer import published
 
 BATCH_KEYS = ("src", "src_mask", "tgt_in", "tgt_out", "tgt_mask")
 PACKED_KEYS = ("src_segment_ids", "tgt_segment_ids", "src_positions", "tgt_positions")
 DECODING_METRICS = ("exact_match", "bleu", "chrf", "ter", "meteor", "rouge")
 SUMMARIZATION_SOURCES = ("jsonl", "tfds_summarization")
+ROUGE_VALUES = ("rouge1", "rouge2", "rougeL", "rougeLsum")  # what the metric "rouge" reports (F1 of each)
 
 # What a synthetic task is scored with by default. A reversed string is one unspaced word, which sacreBLEU's 13a
 # tokenizer leaves whole: no bigrams, so BLEU is 0 for every output, right or wrong, and only misleads a table. Dates
@@ -145,9 +147,12 @@ class Seq2Seq(TaskFamily):
   def source_data_keys(self, source: str) -> dict:
     return {} if source == "synthetic" else self.data_keys  # a synthetic task is generated from config.data.task
 
+  def metric_values(self, name: str) -> tuple[str, ...]:
+    return ROUGE_VALUES if name == "rouge" else (name,)
+
   def default_best(self, data_cfg) -> tuple[str, str]:
     first = self.default_metrics(data_cfg)[0]
-    return ("rougeL" if first == "rouge" else first), "max"
+    return ("rougeL" if first == "rouge" else first), "max"  # ROUGE-L: the summarization papers' headline
 
   def check_config(self, config) -> None:
     d = config.data
@@ -172,8 +177,8 @@ class Seq2Seq(TaskFamily):
     if checkpoint is not None:
       splits = tasks.synthetic_splits(data_cfg) if data_cfg.source == "synthetic" else load_text_task(data_cfg)
       tasks.require_train(splits)
-      return tasks.TaskData(data_cfg.source, *checkpoint, splits, self.default_metrics(data_cfg),
-                            token_cache_dir=workdir, source_key=tasks.source_key(data_cfg))
+      return tasks.TaskData(data_cfg.source, *checkpoint, splits, token_cache_dir=workdir,
+                            source_key=tasks.source_key(data_cfg))
     if data_cfg.source == "synthetic":
       splits = tasks.synthetic_splits(data_cfg)
       path = fs.join(workdir, tasks.VOCAB_FILE)
@@ -182,17 +187,14 @@ class Seq2Seq(TaskFamily):
       else:
         vocab = CharVocab.build(text for pair in splits["train"] for text in pair)
         vocab.save(path)
-      return tasks.TaskData(data_cfg.task, vocab, vocab, splits, self.default_metrics(data_cfg))
+      return tasks.TaskData(data_cfg.task, vocab, vocab, splits)
     # real text (files or tfds): SentencePiece trained once on the training split, kept in the workdir
     splits = load_text_task(data_cfg)
     tasks.require_train(splits)
     src_vocab, tgt_vocab = load_or_train_pair(workdir, lambda: splits["train"],
-                                              int(data_cfg.get("vocab_size", 8000)),
-                                              joint=bool(data_cfg.get("joint_vocab", True)),
-                                              model_type=data_cfg.get("spm_model_type", "unigram"),
-                                              given=data_cfg.get("spm_model"))
-    return tasks.TaskData(data_cfg.source, src_vocab, tgt_vocab, splits, self.default_metrics(data_cfg),
-                          token_cache_dir=workdir, source_key=tasks.source_key(data_cfg))
+                                              joint=bool(data_cfg.get("joint_vocab", True)), **spm_options(data_cfg))
+    return tasks.TaskData(data_cfg.source, src_vocab, tgt_vocab, splits, token_cache_dir=workdir,
+                          source_key=tasks.source_key(data_cfg))
 
   def load_vocabularies(self, data_cfg, workdir: str) -> tasks.Vocabularies:
     checkpoint = published.workdir_vocabularies(workdir)
@@ -204,9 +206,8 @@ class Seq2Seq(TaskFamily):
         tasks.missing_vocabulary(workdir)
       vocab = CharVocab.load(path)
       return tasks.Vocabularies(vocab, vocab)
-    src, tgt = load_or_train_pair(workdir, lambda: tasks.missing_vocabulary(workdir), int(data_cfg.get("vocab_size", 8000)),
-                                  joint=bool(data_cfg.get("joint_vocab", True)),
-                                  model_type=data_cfg.get("spm_model_type", "unigram"), given=data_cfg.get("spm_model"))
+    src, tgt = load_or_train_pair(workdir, lambda: tasks.missing_vocabulary(workdir),
+                                  joint=bool(data_cfg.get("joint_vocab", True)), **spm_options(data_cfg))
     return tasks.Vocabularies(src, tgt)
 
   def load_split(self, data_cfg, split: str) -> list[tuple[str, str]]:
@@ -225,17 +226,16 @@ class Seq2Seq(TaskFamily):
                            seed=config.seed, pack=d.pack, **common)
     return train, Seq2SeqBatcher(task.encoded(split), shuffle=False, seed=0, **common)
 
-  def loss(self, config, task):
+  def loss(self, config, *, tgt_vocab_size: int):
     # smoothing mass only on the real target vocabulary (not PAD, BOS or the padded ids)
     return functools.partial(seq2seq_loss_stats, label_smoothing=config.train.label_smoothing,
-                             vocab_size=task.tgt_vocab.size)
+                             vocab_size=tgt_vocab_size)
 
   def tokens(self, batch) -> float:
     return float(batch["tgt_mask"].sum())  # target tokens
 
   def padded_lengths(self, data_cfg) -> tuple[int, int]:
-    round8 = lambda n: -(-n // 8) * 8
-    return round8(data_cfg.max_src_len), round8(data_cfg.max_tgt_len)
+    return round_up(data_cfg.max_src_len), round_up(data_cfg.max_tgt_len)
 
   def abstract_batch(self, config, rows: int, first_len: int, second_len: int):
     shapes = {"src": (rows, first_len), "src_mask": (rows, first_len), "tgt_in": (rows, second_len),

@@ -21,11 +21,12 @@ from attnjax import metrics as metrics_lib
 from attnjax.data import squad, tasks
 from attnjax.data.spans import SpanBatcher
 from attnjax.data.squad_windows import first_questions
-from attnjax.data.tokenizer import load_or_train
+from attnjax.data.tokenizer import load_or_train, spm_options
 from attnjax.data.wordpiece import WORDPIECE_FILE, wordpiece_in_workdir
 from attnjax.families.base import Predictions, TaskFamily, check_positive_int, fail, no_heatmap, step_tag
 from attnjax.families.base import result_head, write_metrics
 from attnjax.models.span_qa import span_objective
+from attnjax.tokens import round_up
 
 SPAN_METRICS = ("exact_match", "f1")
 SPAN_BATCH_KEYS = ("question", "question_mask", "context", "context_mask", "start_positions", "end_positions",
@@ -138,17 +139,21 @@ class SpanQA(TaskFamily):
                "doc_stride": int, "vocab_file": str, "lowercase": bool, "squad_version": str, "train_also": str,
                "paragraph_negatives": float, "unanswerable_repeats": int, "spm_model": str}
   metrics = SPAN_METRICS
-
-  def default_best(self, data_cfg) -> tuple[str, str]:
-    # SQuAD 2.0: F1 at the no-answer threshold best on the split itself, what its final evaluation reports
-    return ("best_f1_spans" if data_cfg.get("squad_version") == "2.0" else "f1"), "max"
   batch_ndims = SPAN_BATCH_NDIMS
 
-  def extra_values(self, task, names) -> tuple[str, ...]:
+  def default_best(self, data_cfg) -> tuple[str, str]:
+    # SQuAD 2.0 ranks checkpoints by F1 at the no-answer threshold best for its spans (every question answered with
+    # its best span unless its no-answer probability exceeds the threshold): the score the final evaluation gives, its
+    # threshold chosen that way on validation. At a fixed 0.5, a reader that answers nothing scores the unanswerable
+    # share and can outrank one that ranks its answers well but is calibrated away from 0.5.
+    return ("best_f1_spans" if data_cfg.get("squad_version") == "2.0" else "f1"), "max"
+
+  def extra_values(self, data_cfg, names, task=None) -> tuple[str, ...]:
     """SQuAD 2.0 also reports each metric at the official best no-answer threshold (``best_exact``, ``best_f1``), and
     F1 at the threshold best for the spans (``best_f1_spans``, what a validation split chooses; see
-    :func:`predict_and_score_spans`)."""
-    if task.version != "2.0":
+    :func:`predict_and_score_spans`): a task read as 2.0, or data that may be (``data.squad_version`` not "1.1")."""
+    version = task.version if task is not None else data_cfg.get("squad_version")
+    if version == "1.1" or (task is not None and version != "2.0"):
       return ()
     best = tuple(f"best_{'exact' if name == 'exact_match' else name}" for name in names if name in SPAN_METRICS)
     return best + (("best_f1_spans",) if "f1" in names else ())
@@ -174,8 +179,7 @@ class SpanQA(TaskFamily):
     if data_cfg.get("vocab_file"):  # a pre-trained encoder's WordPiece vocabulary, kept in the workdir
       vocab = wordpiece_in_workdir(data_cfg, workdir)
     else:
-      vocab = load_or_train(workdir, "spm", texts, int(data_cfg.get("vocab_size", 8000)),
-                            model_type=data_cfg.get("spm_model_type", "unigram"), given=data_cfg.get("spm_model"))
+      vocab = load_or_train(workdir, "spm", texts, **spm_options(data_cfg))
     version = "2.0" if any(squad.squad_version(qs) == "2.0" for qs in splits.values()) else "1.1"
     self.check_version(data_cfg, version)
     return tasks.SpanTaskData(data_cfg.source, vocab, splits, *_lengths(data_cfg), version,
@@ -187,9 +191,7 @@ class SpanQA(TaskFamily):
         tasks.missing_vocabulary(workdir)
       vocab = wordpiece_in_workdir(data_cfg, workdir)
     else:
-      vocab = load_or_train(workdir, "spm", lambda: tasks.missing_vocabulary(workdir),
-                            int(data_cfg.get("vocab_size", 8000)),
-                            model_type=data_cfg.get("spm_model_type", "unigram"), given=data_cfg.get("spm_model"))
+      vocab = load_or_train(workdir, "spm", lambda: tasks.missing_vocabulary(workdir), **spm_options(data_cfg))
     return tasks.Vocabularies(vocab, vocab)
 
   def load_split(self, data_cfg, split: str) -> list[squad.SquadQuestion]:
@@ -209,7 +211,7 @@ class SpanQA(TaskFamily):
     if task.version == "2.0" and not model.allow_no_answer:
       raise ValueError("config.model.allow_no_answer is False but the data has unanswerable (SQuAD 2.0) questions")
     # rows are padded to multiples of 8, the context side with room for the batcher's EOS (see SpanBatcher)
-    packed = -(-task.max_question_len // 8) * 8 + -(-(task.max_context_len + 1) // 8) * 8 + 2
+    packed = round_up(task.max_question_len) + round_up(task.max_context_len + 1) + 2
     if model.encoder == "bert" and model.max_length < packed + 1:
       raise ValueError(f"config.model.max_length={model.max_length} is too short for [CLS] question [SEP] context "
                        f"[SEP] padded to data.max_question_len={task.max_question_len} and data.max_context_len="
@@ -227,15 +229,14 @@ class SpanQA(TaskFamily):
                         shuffle=True, seed=config.seed, **common)
     return train, SpanBatcher(task.examples(split, train=True), shuffle=False, seed=0, **common)
 
-  def loss(self, config, task):
+  def loss(self, config, *, tgt_vocab_size: int):
     return span_loss_stats  # train.label_smoothing is for the seq2seq loss (check_config requires 0)
 
   def tokens(self, batch) -> float:
     return float(batch["question_mask"].sum() + batch["context_mask"].sum())
 
   def padded_lengths(self, data_cfg) -> tuple[int, int]:
-    round8 = lambda n: -(-n // 8) * 8
-    return round8(data_cfg.max_question_len), round8(data_cfg.max_context_len + 1)
+    return round_up(data_cfg.max_question_len), round_up(data_cfg.max_context_len + 1)
 
   def abstract_batch(self, config, rows: int, first_len: int, second_len: int):
     shapes = {"question": (rows, first_len), "question_mask": (rows, first_len), "context": (rows, second_len),

@@ -16,6 +16,7 @@ from attnjax.models.lm import DecoderLM
 from attnjax.models.rnn_seq2seq import RNNSeq2Seq
 from attnjax.models.span_qa import SpanQA
 from attnjax.models.transformer import PRESETS, Transformer
+from attnjax.tokens import round_up
 
 MODELS = {"transformer": Transformer, "rnn_seq2seq": RNNSeq2Seq, "convs2s": ConvS2S, "span_qa": SpanQA,
           "bert_mlm": BertMaskedLM, "decoder_lm": DecoderLM}
@@ -67,6 +68,20 @@ def build_model(model_cfg, *, src_vocab_size: int, tgt_vocab_size: int):
     return MODELS[name](src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, **kwargs)
   except ValueError as e:
     raise ValueError(f"invalid model config ({name}): {e}") from e
+
+
+def model_for(config, *, src_vocab_size: int, tgt_vocab_size: int):
+  """``config.model`` built for vocabularies of these (real) sizes, its embedding tables padded to a multiple of
+  ``config.data.vocab_multiple`` so that the vocabulary axis shards evenly: what training, evaluation and
+  ahead-of-time planning all build."""
+  multiple = int(config.data.get("vocab_multiple", 1) or 1)
+  return build_model(config.model.to_dict(), src_vocab_size=round_up(src_vocab_size, multiple),
+                     tgt_vocab_size=round_up(tgt_vocab_size, multiple))
+
+
+def model_width(model) -> int | None:
+  """The model's width (``d_model``, or an RNN's ``hidden_dim``), which a Noam schedule scales its rate by."""
+  return getattr(model, "d_model", None) or getattr(model, "hidden_dim", None)
 
 
 def count_params(model_cfg: dict, vocab_size: int, *, embeddings: bool = True) -> int:

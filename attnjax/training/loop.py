@@ -16,7 +16,7 @@ import numpy as np
 from attnjax import config as config_lib
 from attnjax import families, fs
 from attnjax.families.base import Predictions, mean_loss
-from attnjax.models.registry import build_model
+from attnjax.models.registry import model_for, model_width
 from attnjax.runtime import partitioning, workdir_lock
 from attnjax.runtime.checkpointing import Checkpointer, CheckpointRestoreError
 from attnjax.runtime.processes import maybe_initialize_distributed
@@ -93,17 +93,6 @@ def is_sync_point(step: int, t) -> bool:
                                                                  t.checkpoint_every))
 
 
-def _check_best_metric(best_metric: str, metrics, extra=()) -> None:
-  """The checkpoint kept as "best" is ranked by a value the evaluation computes (``metrics``' own values and the
-  family's ``extra`` ones): checked before training starts."""
-  computed = {"loss", "nll", *extra}
-  for name in metrics:
-    computed.update(("rouge1", "rouge2", "rougeL", "rougeLsum") if name == "rouge" else (name,))
-  if best_metric not in computed:
-    raise ValueError(f"config.train.best_metric={best_metric!r} is not computed by this run's evaluation, which "
-                     f"reports {sorted(computed)} (config.eval.metrics, or the task's own metrics when empty)")
-
-
 class Experiment:
   """Everything a config builds: task, model, mesh, optimiser, state shardings, batchers, jitted steps.
 
@@ -111,28 +100,26 @@ class Experiment:
   (:mod:`attnjax.families`); an Experiment is the :class:`~attnjax.families.base.Run` a family evaluates.
   """
 
-  def __init__(self, config, workdir: str):
-    config_lib.validate(config)
+  def __init__(self, config, workdir: str, *, validated: bool = False):
+    if not validated:  # a training start has checked it already
+      config_lib.validate(config)
     self.config, self.workdir = config, workdir
     self.family = families.of(config)
     self.task = self.family.load_task(config.data, workdir)
-    self.metrics = tuple(config.eval.metrics) or self.task.metrics
+    self.metrics = self.family.metric_names(config)
     # what scoring needs (METEOR's language and data) checked now, not at the first evaluation hours later
     self.family.check_evaluation(config, self.metrics)
-    pad = lambda n: -(-n // config.data.vocab_multiple) * config.data.vocab_multiple
-    self.model = build_model(config.model.to_dict(), src_vocab_size=pad(self.task.src_vocab.size),
-                             tgt_vocab_size=pad(self.task.tgt_vocab.size))
+    self.model = model_for(config, src_vocab_size=self.task.src_vocab.size, tgt_vocab_size=self.task.tgt_vocab.size)
     self.family.check_model(self.task, self.model)
     self.mesh = partitioning.create_mesh(config.mesh.axes, config.mesh.shape)
     self.rules = config.mesh.rules
-    d_model = getattr(self.model, "d_model", None) or getattr(self.model, "hidden_dim", None)
-    self.tx, self.schedule = make_optimizer(config.train, d_model)
+    self.tx, self.schedule = make_optimizer(config.train, model_width(self.model))
     ema_decay = config.train.get("ema_decay")
     self.state, self.state_sharding, self.abstract = create_train_state(self.model, self.tx, self.mesh, self.rules,
                                                                         config.seed, ema=ema_decay is not None)
     self.train_batches, self.eval_batches = self.family.batchers(self.task, config, config.eval.split,
                                                                  shards=self._shards())
-    loss_fn = self.family.loss(config, self.task)
+    loss_fn = self.family.loss(config, tgt_vocab_size=self.task.tgt_vocab.size)
     ndims = self.family.batch_ndims
     batch_sharding = None if ndims is None else steps.batch_shardings(ndims, self.mesh, self.rules)
     self.train_step = steps.make_train_step(
@@ -323,6 +310,7 @@ def _open_experiment(config, workdir, allow_config_change, opened: list) -> tupl
   warm_start.adopt_checkpoint_model(config, workdir)
   config_lib.validate(config)
   families.resolve_best(config)
+  families.check_best(config)  # before hours of reading data: the exact check follows once it is read
   provenance.check_resume(workdir, config, allow_change=allow_config_change)  # before config.json is overwritten
   init_from = config.train.get("init_from")
   init_from = warm_start.resolve(init_from, workdir) if init_from else None
@@ -331,9 +319,8 @@ def _open_experiment(config, workdir, allow_config_change, opened: list) -> tupl
   if init_from and jax.process_count() > 1:
     from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
     multihost_utils.sync_global_devices("attnjax warm start vocabulary")
-  exp = Experiment(config, workdir)
-  # an evaluation of a checkpoint ranks nothing
-  _check_best_metric(config.train.best_metric, exp.metrics, exp.family.extra_values(exp.task, exp.metrics))
+  exp = Experiment(config, workdir, validated=True)
+  families.check_best(config, exp.task)
   opened.append(exp)
   return exp, init_from
 

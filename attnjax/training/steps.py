@@ -19,24 +19,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-import functools
-
 from attnjax.data.pipeline import HOST_ONLY_KEYS
-from attnjax.families.seq2seq import seq2seq_loss_stats
 from attnjax.runtime import partitioning
 from attnjax.training import optim
 
 def batch_shardings(keys_and_ndims, mesh, rules):
   """``{key: NamedSharding}`` splitting every array of a batch along its first (batch) axis, from ``{key: ndim}``."""
   return {key: partitioning.batch_sharding(mesh, rules, ndim) for key, ndim in keys_and_ndims.items()}
-
-
-def _default_loss(loss_fn, label_smoothing):
-  if loss_fn is None:
-    return functools.partial(seq2seq_loss_stats, label_smoothing=label_smoothing)
-  if label_smoothing:
-    raise ValueError("label_smoothing applies to the default (seq2seq) loss; bind it into loss_fn instead")
-  return loss_fn
 
 
 def _split_micro(batch, k):
@@ -48,19 +37,18 @@ def _split_micro(batch, k):
   return jax.tree_util.tree_map(split, batch)
 
 
-def make_train_step(model, tx, schedule, *, state_sharding, mesh, rules, label_smoothing=0.0, grad_accum_steps=1,
-                    loss_fn=None, batch_sharding=None, ema_decay=None):
+def make_train_step(model, tx, schedule, *, loss_fn, state_sharding, mesh, rules, grad_accum_steps=1,
+                    batch_sharding=None, ema_decay=None):
   """Returns ``step(state, batch) -> (state, metrics)``, jit-compiled and sharded; ``state`` is donated. With a
   schedule tied to the time budget (:class:`attnjax.training.optim.BudgetSchedule`) it is ``step(state, batch,
   progress)``: ``progress`` the share of the budget used, a float32 scalar, and the update is scaled by the
   schedule's rate there (:func:`step_arguments` gives the trailing arguments either way).
 
-  ``loss_fn``: see the module docstring (default: :func:`seq2seq_loss_stats` with ``label_smoothing``).
+  ``loss_fn``: see the module docstring (the task family's, :meth:`attnjax.families.base.TaskFamily.loss`).
   ``batch_sharding``: a sharding for every batch array, or a dict of them by key (:func:`batch_shardings`);
   default: every array is ``[batch, length]`` split along the batch. ``ema_decay``: the state's moving average of
   the parameters (it must have one) moves after the update, ``ema ← d · ema + (1 − d) · params``.
   """
-  loss_fn = _default_loss(loss_fn, label_smoothing)
   if ema_decay is not None and state_sharding.ema_params is None:
     raise ValueError("train.ema_decay: the train state has no moving average (create_train_state(..., ema=True))")
 
@@ -132,9 +120,8 @@ def step_arguments(schedule, progress: float) -> tuple:
   return (np.float32(progress),) if optim.needs_progress(schedule) else ()
 
 
-def make_eval_step(model, *, state_sharding, mesh, rules, label_smoothing=0.0, loss_fn=None, batch_sharding=None):
+def make_eval_step(model, *, loss_fn, state_sharding, mesh, rules, batch_sharding=None):
   """``eval_step(params, batch) -> {loss_sum, nll_sum, ntokens}`` (sums, so batches add up exactly)."""
-  loss_fn = _default_loss(loss_fn, label_smoothing)
   data = partitioning.batch_sharding(mesh, rules) if batch_sharding is None else batch_sharding
 
   @partitioning.traced_in(mesh, rules)

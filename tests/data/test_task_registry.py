@@ -1,7 +1,6 @@
 """The named tasks of the literature: each one's config validates and asks for metrics its task kind computes."""
 
 import os
-import types
 
 import ml_collections
 import pytest
@@ -9,16 +8,15 @@ import pytest
 from attnjax import config as config_lib
 from attnjax import families
 from attnjax.data.tasks import TASKS, use_task
-from attnjax.training.loop import _check_best_metric  # pylint: disable=protected-access
 
 
-# task kind -> (its family, the metrics the kind's papers report)
+# task kind -> (its family, the metrics the kind's papers report, the headline that ranks checkpoints and its mode)
 KINDS = {
-    "translation": ("seq2seq", {"bleu", "chrf", "ter", "meteor"}),
-    "summarization": ("seq2seq", {"rouge"}),
-    "extractive_qa": ("span_qa", {"exact_match", "f1"}),
-    "mlm": ("masked_lm", {"mlm_accuracy"}),
-    "lm": ("language_model", {"bits_per_byte"}),
+    "translation": ("seq2seq", {"bleu", "chrf", "ter", "meteor"}, ("bleu", "max")),
+    "summarization": ("seq2seq", {"rouge"}, ("rougeL", "max")),
+    "extractive_qa": ("span_qa", {"exact_match", "f1"}, ("f1", "max")),
+    "mlm": ("masked_lm", {"mlm_accuracy"}, ("mlm_accuracy", "max")),
+    "lm": ("language_model", {"bits_per_byte"}, ("bits_per_byte", "min")),
 }
 
 
@@ -38,16 +36,20 @@ def test_every_registered_task_gives_a_valid_config(name):
   plain = lambda v: v.to_dict() if isinstance(v, ml_collections.ConfigDict) else v
   assert all(plain(config.data[key]) == value for key, value in spec.fields.items())
   # the family a task of this kind goes to, and the metrics its literature reports: written here, apart from both
-  family, literature = KINDS[spec.kind]
+  family, literature, headline = KINDS[spec.kind]
   assert families.of(config) is families.FAMILIES[family]
   allowed = families.of(config).metrics
   assert set(config.eval.metrics) <= set(allowed) and set(config.eval.metrics) <= literature
-  # the "best" checkpoint is ranked by a value the evaluation computes (a task's SQuAD version is the one it declares)
-  task = types.SimpleNamespace(version=config.data.get("squad_version", "1.1"))
-  _check_best_metric(config.train.best_metric, config.eval.metrics,
-                     families.of(config).extra_values(task, config.eval.metrics))
+  # the "best" checkpoint is ranked by the kind's headline (SQuAD 2.0: F1 at the threshold best for the spans), a
+  # value the evaluation computes
+  families.resolve_best(config)
+  if config.data.get("squad_version") == "2.0":
+    headline = ("best_f1_spans", "max")
+  assert (config.train.best_metric, config.train.best_mode) == headline
+  families.check_best(config)
+  values = families.of(config).values(config.data, config.eval.metrics)
   # what the papers report is computable: a metric itself or one of its values (ROUGE-1/2/L of "rouge")
-  assert all(m in allowed or m in config_lib.METRICS for m in spec.reported)
+  assert all(m in allowed or m in values for m in spec.reported)
   assert set(spec.reported) <= literature | {"rouge1", "rouge2", "rougeL"}
 
 
@@ -57,10 +59,21 @@ def test_translation_tasks_read_the_named_direction():
   assert (config.data.tfds_name, config.data.src_lang, config.data.tgt_lang) == ("wmt14_translate/fr-en", "fr", "en")
 
 
+def _config(best: str, metrics=(), **data):
+  config = config_lib.base_config()
+  with config.data.unlocked():
+    config.data.update(data)
+  config.eval.metrics, config.train.best_metric = tuple(metrics), best
+  return config
+
+
 def test_a_best_metric_the_evaluation_does_not_compute_is_refused():
-  _check_best_metric("rougeL", ("rouge",))
+  families.check_best(_config("rougeL", ("rouge",), source="jsonl"))  # one of ROUGE's four values
+  families.check_best(_config("rougeL", source="jsonl"))  # the task's own metrics: ROUGE
   with pytest.raises(ValueError, match="config.train.best_metric='exact_match' is not computed .*'bleu'"):
-    _check_best_metric("exact_match", ("bleu", "chrf", "ter"))
+    families.check_best(_config("exact_match", ("bleu", "chrf", "ter"), source="tsv"))
+  with pytest.raises(ValueError, match="best_metric='bleu' is not computed .*'chrf'"):
+    families.check_best(_config("bleu", ("chrf",), source="tsv"))
 
 
 def test_squad2_tasks_keep_the_checkpoint_best_at_its_best_no_answer_threshold():
@@ -68,15 +81,18 @@ def test_squad2_tasks_keep_the_checkpoint_best_at_its_best_no_answer_threshold()
   for name in ("squad_v2", "squad_v2_dev_by_article"):
     config = config_lib.base_config()
     use_task(config, name)
+    families.resolve_best(config)
     assert config.train.best_metric == "best_f1_spans"
-  assert family.extra_values(types.SimpleNamespace(version="2.0"), ("exact_match", "f1")) == (
-      "best_exact", "best_f1", "best_f1_spans")
-  _check_best_metric("best_f1_spans", ("exact_match", "f1"),
-                     family.extra_values(types.SimpleNamespace(version="2.0"), ("exact_match", "f1")))
-  # a v1.1 evaluation has no threshold to choose, so nothing to rank by there
+  v2 = _config("best_f1_spans", source="squad_json", squad_version="2.0")
+  assert family.extra_values(v2.data, ("exact_match", "f1")) == ("best_exact", "best_f1", "best_f1_spans")
+  families.check_best(v2)
+  # a v1.1 evaluation has no threshold to choose, so nothing to rank by there: declared, or read from the data
   with pytest.raises(ValueError, match="best_metric='best_f1_spans' is not computed"):
-    _check_best_metric("best_f1_spans", ("exact_match", "f1"), family.extra_values(types.SimpleNamespace(version="1.1"),
-                                                                             ("exact_match", "f1")))
+    families.check_best(_config("best_f1_spans", source="squad_json", squad_version="1.1"))
+  undeclared = _config("best_f1_spans", source="squad_json")
+  families.check_best(undeclared)  # before the data is read, a task that does not declare its version may be 2.0
+  with pytest.raises(ValueError, match="best_metric='best_f1_spans' is not computed"):
+    families.check_best(undeclared, ml_collections.ConfigDict(dict(version="1.1")))
 
 
 def test_unknown_task_lists_the_registered_ones():
@@ -96,11 +112,9 @@ def test_synthetic_tasks_score_bleu_only_where_their_targets_have_ngrams(tmp_pat
   references = [target for _, target in data.splits["test"]]
   perfect = sacrebleu.corpus_bleu(references, [references]).score
   assert (perfect > 99) == bleu_expected
-  assert ("bleu" in data.metrics) == bleu_expected
-  assert {"exact_match", "chrf"} <= set(data.metrics)
-  # attnjax.evaluate asks the same question of the saved config and must get the same answer as training did
-  from attnjax import scoring  # pylint: disable=g-import-not-at-top
-  assert scoring._task_metrics(config) == data.metrics  # pylint: disable=protected-access
+  names = families.of(config).metric_names(config)  # what training and attnjax.evaluate both score with
+  assert ("bleu" in names) == bleu_expected
+  assert {"exact_match", "chrf"} <= set(names)
 
 
 def test_every_task_reporting_meteor_names_its_target_language():

@@ -87,6 +87,7 @@ def test_a_transformer_train_step_and_its_checkpoint_with_the_fused_update(tmp_p
   from attnjax.config import base_config  # pylint: disable=g-import-not-at-top
   from attnjax.models.registry import build_model  # pylint: disable=g-import-not-at-top
   from attnjax.runtime import partitioning  # pylint: disable=g-import-not-at-top
+  from attnjax.families.seq2seq import seq2seq_loss_stats  # pylint: disable=g-import-not-at-top
   from attnjax.training import steps as steps_lib  # pylint: disable=g-import-not-at-top
   from attnjax.training.state import abstract_with_sharding, create_train_state  # pylint: disable=g-import-not-at-top
   config = base_config()
@@ -102,7 +103,8 @@ def test_a_transformer_train_step_and_its_checkpoint_with_the_fused_update(tmp_p
     config.train.fused_update = fused
     tx, schedule = make_optimizer(config.train, 32)
     state, sharding, abstract = create_train_state(model, tx, mesh, config.mesh.rules, seed=0)
-    step = steps_lib.make_train_step(model, tx, schedule, state_sharding=sharding, mesh=mesh, rules=config.mesh.rules)
+    step = steps_lib.make_train_step(model, tx, schedule, state_sharding=sharding, mesh=mesh, rules=config.mesh.rules,
+                                     loss_fn=seq2seq_loss_stats)
     for _ in range(3):
       state, metrics = step(state, jax.device_put(batch, partitioning.batch_sharding(mesh, config.mesh.rules)))
     out[fused] = (state, metrics)

@@ -38,7 +38,7 @@ def test_wmt14_mock_examples_tokenize_batch_and_train_one_step(tmp_path):
     config.data.tfds_backend = "data_source"
     config.data.vocab_size = 32
   exp, batch = _train_one_step(tfds, config, str(tmp_path), examples)
-  assert exp.task.metrics == exp.metrics == ("bleu", "chrf", "ter")
+  assert exp.metrics == ("bleu", "chrf", "ter")
   assert exp.task.splits["train"][0] == tuple(x.decode() for x in (examples[0]["en"], examples[0]["de"]))
   assert (tmp_path / "spm.model").exists()
   assert exp.task.src_vocab.decode(exp.task.src_vocab.encode("the cat sat")) == "the cat sat"
