@@ -36,11 +36,11 @@ import time
 from absl import app, flags, logging
 
 from attnjax import cli, compile as compile_lib
-from attnjax import fs, scoring
+from attnjax import fs
 from attnjax import metrics as metrics_lib
 from attnjax import families
 from attnjax.data import tasks
-from attnjax.families.seq2seq import SUMMARIZATION_SOURCES
+from attnjax.families.seq2seq import SUMMARIZATION_SOURCES, score
 
 BASELINES = ("lead3", "context_free", "no_answer")
 
@@ -59,7 +59,7 @@ def score_lead(config, split: str, n: int = 3) -> tuple[dict, list[str]]:
   """Lead-n on every example of ``split``: (result in the layout of ``metrics.<split>.json``, hypotheses)."""
   pairs = families.load_split(config.data, split)
   hypotheses = [metrics_lib.lead(article, n) for article, _ in pairs]
-  scores, _ = scoring.score(hypotheses, [summary for _, summary in pairs], ("rouge",))
+  scores, _ = score(hypotheses, [summary for _, summary in pairs], ("rouge",))
   result = {"split": split, "examples": len(pairs), "step": None, "steps": [],
             "empty_sources": sum(not article.strip() for article, _ in pairs), **scores,
             **metrics_lib.summary_statistics(hypotheses, [article for article, _ in pairs])}

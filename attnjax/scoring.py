@@ -3,9 +3,6 @@
 The workdir's config (with the command's overrides) names its task family (:mod:`attnjax.families`), which reads
 the split, predicts every example with the checkpoint's parameters, scores them and writes its files; the training
 loop's validation asks the same family. Process 0 alone scores; the other processes receive its numbers.
-
-The scoring functions of each family are also here by their old names (:func:`score`, :func:`decode_and_score`,
-:func:`predict_and_score_spans`, :func:`lm_scores`, ...).
 """
 
 from __future__ import annotations
@@ -15,10 +12,6 @@ from typing import Any
 from attnjax import config as config_lib
 from attnjax import families, trained
 from attnjax.data import tasks
-from attnjax.families.base import Predictions, write_metrics  # noqa: F401  (by its old name)
-from attnjax.families.language_model import lm_scores  # noqa: F401
-from attnjax.families.seq2seq import decode_and_score, score  # noqa: F401
-from attnjax.families.span_qa import predict_and_score_spans, question_scores, score_spans  # noqa: F401
 
 
 def _apply_overrides(config, eval_overrides: dict | None, metrics: tuple[str, ...] | None) -> None:

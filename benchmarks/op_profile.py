@@ -131,6 +131,7 @@ def _step(args):
 
 
 def _experiment(args):
+  from attnjax.runtime import partitioning  # pylint: disable=g-import-not-at-top
   from attnjax.training import steps  # pylint: disable=g-import-not-at-top
   from benchmarks.precision import experiment_with  # pylint: disable=g-import-not-at-top
   exp = experiment_with(args.experiment, args.dtype, tempfile.mkdtemp(prefix="op_profile_"))
@@ -138,7 +139,7 @@ def _experiment(args):
   extra = steps.step_arguments(exp.schedule, 0.5)
   fn = lambda state, batch: exp.train_step(state, batch, *extra)
   shapes = ", ".join(f"{key} {tuple(value.shape)}" for key, value in sorted(local.items()))
-  return fn, (exp.state, steps.global_batch(local, exp.mesh, exp.rules)), (
+  return fn, (exp.state, partitioning.global_batch(local, exp.mesh, exp.rules)), (
       f"{args.experiment} train step, model.dtype={args.dtype}, its first training batch ({shapes})")
 
 

@@ -39,10 +39,11 @@ def experiment_with(config_path: str, dtype: str, workdir: str):
 
 def step_runner(exp, batches):
   """A no-argument function taking one train step on each of ``batches`` (state donated), waiting for the last."""
+  from attnjax.runtime import partitioning  # pylint: disable=g-import-not-at-top
   from attnjax.training import steps  # pylint: disable=g-import-not-at-top
   state = {"s": exp.state}
   extra = steps.step_arguments(exp.schedule, 0.5)
-  batches = [steps.global_batch(local, exp.mesh, exp.rules) for local in batches]
+  batches = [partitioning.global_batch(local, exp.mesh, exp.rules) for local in batches]
 
   def run():
     metrics = None

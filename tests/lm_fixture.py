@@ -7,7 +7,7 @@ from tests.mlm_fixture import write_corpus
 
 def tiny_lm_config(directory, **train):
   from attnjax.config import base_config  # pylint: disable=g-import-not-at-top
-  from attnjax.data.tasks import use_task  # pylint: disable=g-import-not-at-top
+  from attnjax.data.catalogue import use_task  # pylint: disable=g-import-not-at-top
   write_corpus(directory)
   config = base_config()
   use_task(config, "wikipedia_lm")

@@ -32,7 +32,7 @@ def write_corpus(directory, articles=80, seed=0):
 
 def tiny_mlm_config(directory, **train):
   from attnjax.config import base_config  # pylint: disable=g-import-not-at-top
-  from attnjax.data.tasks import use_task  # pylint: disable=g-import-not-at-top
+  from attnjax.data.catalogue import use_task  # pylint: disable=g-import-not-at-top
   import ml_collections  # pylint: disable=g-import-not-at-top
   path, vocab = write_corpus(directory)
   config = base_config()

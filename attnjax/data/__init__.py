@@ -10,8 +10,8 @@
 * :mod:`attnjax.data.tokenizer`: SentencePiece vocabularies trained once per workdir.
 * :mod:`attnjax.data.squad`: SQuAD records (:mod:`attnjax.data.squad_question`), answer spans in tokens and back to
   text; :mod:`attnjax.data.spans`: :class:`~attnjax.data.spans.SpanBatcher` for extractive QA.
-* :mod:`attnjax.data.tasks`: the named tasks of the literature (:func:`~attnjax.data.tasks.use_task`) and the task data
-  the task families build (:mod:`attnjax.families`).
+* :mod:`attnjax.data.catalogue`: the named tasks of the literature (:func:`~attnjax.data.catalogue.use_task`).
+* :mod:`attnjax.data.tasks`: the task data the task families build (:mod:`attnjax.families`).
 """
 
 from attnjax.data.pipeline import Batch, BucketSpec, Seq2SeqBatcher

@@ -149,6 +149,10 @@ class LmTaskData:
       self._rows[split] = arrays
     return self._rows[split]
 
+  def keep_first(self, split: str, rows: int) -> None:
+    """Only the first ``rows`` rows of ``split`` from now on (an evaluation of part of a split)."""
+    self._rows[split] = {key: array[:rows] for key, array in self.rows(split).items()}
+
   def subset(self, num_rows: int, batch_size: int = 1) -> np.ndarray:
     """The training rows kept for ``data.train_tokens`` (their indices, in order): the first of one permutation of
     all rows fixed by ``data.split_seed``, so that the subsets of a data sweep are nested and each is a sample of

@@ -139,11 +139,11 @@ def squad_train_articles(task: str, directory: str) -> list[dict]:
   """The train split of the registered SQuAD task ``task`` (its files under ``directory``) as articles: per title,
   its paragraphs in order, each once, joined by blank lines. Pre-training on the downstream task's own text (Krishna
   et al. 2023) then never reads a paragraph of the task's validation or test splits."""
-  from attnjax.data import squad, tasks  # pylint: disable=g-import-not-at-top
-  if task not in tasks.TASKS or tasks.TASKS[task].kind != "extractive_qa":
-    squads = sorted(name for name, spec in tasks.TASKS.items() if spec.kind == "extractive_qa")
+  from attnjax.data import catalogue, squad  # pylint: disable=g-import-not-at-top
+  if task not in catalogue.TASKS or catalogue.TASKS[task].kind != "extractive_qa":
+    squads = sorted(name for name, spec in catalogue.TASKS.items() if spec.kind == "extractive_qa")
     raise ValueError(f"config.data.squad_task={task!r}: not a registered SQuAD task ({squads})")
-  spec = tasks.TASKS[task]
+  spec = catalogue.TASKS[task]
   data_cfg = {"source": spec.source, "dir": directory, **spec.fields}
   if spec.splits:
     data_cfg["splits"] = dict(spec.splits)
@@ -238,6 +238,10 @@ class MlmTaskData:
   def special_ids(self) -> tuple[int, ...]:
     """The tokens never masked (as BERT: [PAD], [CLS] and [SEP])."""
     return (self.vocab.pad_id, self.vocab.cls_id, self.vocab.sep_id)
+
+  def keep_first(self, split: str, rows: int) -> None:
+    """Only the first ``rows`` rows of ``split`` from now on (an evaluation of part of a split)."""
+    self._rows[split] = tuple(array[:rows] for array in self.rows(split))
 
   def context_free(self, split: str) -> dict[str, float] | None:
     """:func:`context_free_scores` of ``split``'s rows when they are cached in the workdir (a run that trained or

@@ -180,9 +180,9 @@ class Seq2SeqBatcher:
   def __init__(self, examples: Sequence[tuple[Sequence[int], Sequence[int]]], *, batch_size: int | None = None,
                max_tokens: int | None = None, max_src_len: int, max_tgt_len: int,
                bucket_boundaries: Sequence[int] | None = None, shuffle: bool = True, seed: int = 0,
-               drop_remainder: bool = False, pad_to_multiple: int = PAD_TO_MULTIPLE, num_shards: int = 1, shard_index: int = 0,
-               pack: bool = False, pack_length: int | None = None, batch_multiple: int | None = None,
-               truncate: bool = False):
+               drop_remainder: bool = False, pad_to_multiple: int = PAD_TO_MULTIPLE, num_shards: int = 1,
+               shard_index: int = 0, pack: bool = False, pack_length: int | None = None,
+               batch_multiple: int | None = None, truncate: bool = False):
     batch_multiple = _check_options(batch_size, max_tokens, max_src_len, max_tgt_len, seed, pad_to_multiple,
                                     num_shards, shard_index, batch_multiple, pack, pack_length, truncate,
                                     bucket_boundaries)

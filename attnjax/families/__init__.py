@@ -11,24 +11,52 @@ family                    ``config.data.source``                         ``confi
 
 A config's family is the one whose ``sources`` hold its ``data.source`` (:func:`of`). What a family is and does:
 :mod:`attnjax.families.base`. Adding one is a module with a :class:`~attnjax.families.base.TaskFamily` subclass and
-its line in :data:`FAMILIES`; the training loop, evaluation and the config check need no edit.
+its line in the registry below (or :func:`register` from outside the package); the training loop, evaluation and
+the config check need no edit.
 """
 
 from __future__ import annotations
 
 from attnjax.families import language_model, masked_lm, seq2seq, span_qa
-from attnjax.families.base import Predictions, Run, TaskFamily  # noqa: F401  (the interface, by its short names)
+# the interface, by its short names
+from attnjax.families.base import CheckpointRun, Predictions, Run, TaskFamily  # noqa: F401
 
-FAMILIES: dict[str, TaskFamily] = {family.name: family for family in (
-    seq2seq.FAMILY,
-    span_qa.FAMILY,
-    masked_lm.FAMILY,
-    language_model.FAMILY,
-)}
+FAMILIES: dict[str, TaskFamily] = {}  # name -> family
+_BY_SOURCE: dict[str, TaskFamily] = {}  # config.data.source -> its family
+_CLAIMED_MODELS: dict[str, TaskFamily] = {}  # config.model.name -> the family that alone trains it
 
-_BY_SOURCE = {source: family for family in FAMILIES.values() for source in family.sources}
-SOURCES = tuple(_BY_SOURCE)  # every config.data.source
-_CLAIMED_MODELS = {name: family for family in FAMILIES.values() for name in family.model_names}
+
+def register(family: TaskFamily) -> TaskFamily:
+  """Adds ``family`` to the registry (its name, sources and claimed models each its own); ValueError naming a
+  clash."""
+  taken = ([f"name {family.name!r}"] if family.name in FAMILIES else []) + [
+      f"source {s!r} ({_BY_SOURCE[s].name})" for s in family.sources if s in _BY_SOURCE] + [
+      f"model {m!r} ({_CLAIMED_MODELS[m].name})" for m in family.model_names if m in _CLAIMED_MODELS]
+  if not family.name or not family.sources:
+    raise ValueError(f"{type(family).__name__}: a family needs a name and at least one source")
+  if taken:
+    raise ValueError(f"family {family.name!r}: already registered: {', '.join(taken)}")
+  FAMILIES[family.name] = family
+  _BY_SOURCE.update({source: family for source in family.sources})
+  _CLAIMED_MODELS.update({name: family for name in family.model_names})
+  return family
+
+
+def unregister(name: str) -> None:
+  """Removes the family ``name`` (a test's own family, after the test)."""
+  family = FAMILIES.pop(name)
+  for table in (_BY_SOURCE, _CLAIMED_MODELS):
+    for key in [k for k, v in table.items() if v is family]:
+      del table[key]
+
+
+for _family in (seq2seq.FAMILY, span_qa.FAMILY, masked_lm.FAMILY, language_model.FAMILY):  # the registry
+  register(_family)
+
+
+def sources() -> tuple[str, ...]:
+  """Every ``config.data.source`` a registered family reads."""
+  return tuple(_BY_SOURCE)
 
 
 def resolve_best(config) -> None:
@@ -53,7 +81,7 @@ def check_best(config, task=None) -> None:
 def for_source(source: str) -> TaskFamily:
   """The family that reads ``config.data.source``; ValueError naming the key and the known sources."""
   if source not in _BY_SOURCE:
-    raise ValueError(f"config.data.source: must be one of {SOURCES}, got {source!r}")
+    raise ValueError(f"config.data.source: must be one of {sources()}, got {source!r}")
   return _BY_SOURCE[source]
 
 

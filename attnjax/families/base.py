@@ -10,7 +10,8 @@ The core asks the family and never branches on a kind of task:
   :mod:`attnjax.training.steps`), the tokens a batch trains on, and the evaluation of its state
   (:meth:`~TaskFamily.evaluate`, :meth:`~TaskFamily.predict`);
 * ``python -m attnjax.evaluate`` (:func:`attnjax.scoring.evaluate_checkpoint`) asks the family to score a split with a
-  checkpoint's parameters (:meth:`~TaskFamily.evaluate_checkpoint`) and write its files.
+  checkpoint's parameters (:meth:`~TaskFamily.evaluate_checkpoint`) and write its files: the same
+  :meth:`~TaskFamily.predict`, given a :class:`CheckpointRun` instead of a training run.
 
 A family lives below the config, the training loop and evaluation: it imports data, models, metrics and the
 prediction machinery of :mod:`attnjax.inference`, never :mod:`attnjax.training` or :mod:`attnjax.report`. What the
@@ -22,39 +23,69 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Protocol
 
-import numpy as np
 
 
 @dataclasses.dataclass
 class Predictions:
-  """What a split's evaluation produced, in the split's order (one entry per example)."""
+  """What a split's evaluation produced: its scores (the values a training evaluation logs) and the metrics'
+  signatures. A family's subclass adds what it predicted, in the split's order."""
   scores: dict[str, float]
   signatures: dict[str, str]
-  hypotheses: list[str] | None = None  # seq2seq
-  references: list[str] | None = None
-  sources: list[str] | None = None
-  attention: list[np.ndarray] | None = None
-  answers: dict[str, str] | None = None  # extractive QA: question id -> answer text
-  no_answer_probs: dict[str, float] | None = None  # SQuAD 2.0: question id -> probability of "no answer"
 
 
 class Run(Protocol):
-  """What the training loop hands a family to evaluate its current state (:class:`attnjax.training.loop.Experiment`
-  is one)."""
+  """What a family's :meth:`TaskFamily.predict` reads: a training run's current state
+  (:class:`attnjax.training.loop.Experiment`) or a checkpoint's parameters (:class:`CheckpointRun`)."""
   config: Any
-  task: Any  # what the family's load_task returned
+  task: Any  # the family's task data: load_task's (training), or checkpoint_task's (one split, a checkpoint)
   model: Any
   mesh: Any
   metrics: tuple[str, ...]  # eval.metrics, or the task's own
-  meteor_language: str | None
-  eval_batches: Any  # the validation-loss batcher of eval.split (from the family's batchers)
+  eval_batches: Any  # the validation-loss batcher of eval.split (training), or None
   cache: dict  # the family's own objects kept between evaluations (a compiled decoder)
 
   @property
   def params(self): ...
 
-  def loss_totals(self, batches) -> dict[str, float]:
-    """The family's loss sums (``loss_sum``, ``nll_sum``, ``ntokens``, ...) over host-local ``batches``."""
+  def loss_totals(self, batches, loss_fn=None) -> dict[str, float]:
+    """Sums of ``loss_fn`` (default: the family's loss; ``{"loss_sum", "nll_sum", "ntokens", ...}``) over host-local
+    ``batches``, all processes together. A family that passes its own keeps it (in ``cache``), so that it compiles
+    once."""
+
+
+@dataclasses.dataclass
+class CheckpointRun:
+  """A checkpoint's parameters as a :class:`Run`: what :meth:`TaskFamily.evaluate_checkpoint` hands the family's
+  :meth:`~TaskFamily.predict`, so that a checkpoint is scored by the same code as a training run's state."""
+  config: Any
+  task: Any
+  model: Any
+  mesh: Any
+  params: Any  # replicated over the mesh
+  metrics: tuple[str, ...]
+  loss_fn: Any  # the family's loss (TaskFamily.loss)
+  limit: int | None = None  # the task holds the split's first `limit` examples (None: all of them)
+  eval_batches: Any = None
+  cache: dict = dataclasses.field(default_factory=dict)
+
+  def loss_totals(self, batches, loss_fn=None) -> dict[str, float]:
+    import jax  # pylint: disable=g-import-not-at-top
+    from attnjax.runtime import partitioning  # pylint: disable=g-import-not-at-top
+    fn = self.loss_fn if loss_fn is None else loss_fn
+    steps = self.cache.setdefault("loss_steps", {})
+    if fn not in steps:
+      rules = self.config.mesh.rules
+
+      @partitioning.traced_in(self.mesh, rules)
+      def step(params, batch):
+        return fn(self.model, params, batch, None, True)
+      steps[fn] = jax.jit(step, out_shardings=partitioning.replicated(self.mesh))
+    totals = {"loss_sum": 0.0, "nll_sum": 0.0, "ntokens": 0.0}
+    for batch in batches:
+      out = jax.device_get(steps[fn](self.params, partitioning.global_batch(batch, self.mesh, self.config.mesh.rules)))
+      for key, value in out.items():
+        totals[key] = totals.get(key, 0.0) + float(value)
+    return totals
 
 
 def fail(key: str, message: str):
@@ -152,6 +183,11 @@ class TaskFamily:
     """The :class:`~attnjax.data.tasks.Vocabularies` a training run left in ``workdir``; never trains one."""
     raise NotImplementedError
 
+  def load_split(self, data_cfg, split: str) -> list:
+    """Only ``split`` of the task, every example of it in order (what analyses and baselines read; no vocabulary,
+    no other split)."""
+    raise NotImplementedError(f"{self.name}: no list of examples apart from the workdir's rows")
+
   def check_model(self, task, model) -> None:
     """What only the data can tell about the model (a position table long enough for the task's rows)."""
 
@@ -193,19 +229,66 @@ class TaskFamily:
     values.update(predictions.scores)
     return values, predictions.signatures
 
-  def predict(self, run: Run, split: str, *, limit: int | None) -> Predictions:
-    """Predictions and scores of the run's state on the first ``limit`` examples (all: None) of ``split``."""
+  def predict(self, run: Run, split: str, *, limit: int | None, **options) -> Predictions:
+    """Predictions and scores of the run's parameters on the first ``limit`` examples (all: None) of ``split``: the
+    one path to a prediction, for a training run's evaluations and a checkpoint's (:meth:`evaluate_checkpoint`)."""
     raise NotImplementedError
 
   # ------------------------------------------------------------------------------------ a checkpoint of a workdir
 
+  def read_split(self, config, workdir: str, split: str, *, limit: int | None):
+    """The first ``limit`` examples (all: None) of ``split`` for a checkpoint's evaluation, read before its
+    parameters are (a missing file fails first): :meth:`load_split`'s by default."""
+    del workdir
+    examples = self.load_split(config.data, split)
+    return examples[:limit] if limit else examples
+
+  def checkpoint_task(self, config, split: str, examples, vocabularies):
+    """The task :meth:`predict` reads for a checkpoint: ``split`` alone, its ``examples`` (:meth:`read_split`)
+    with the workdir's ``vocabularies``."""
+    raise NotImplementedError
+
+  def num_examples(self, task, split: str) -> int:
+    """How many examples of ``split`` an evaluation of ``task`` scores."""
+    return len(task.splits[split])
+
+  def predict_options(self, workdir: str, run: Run, split: str, loaded, *, names, limit) -> dict[str, Any]:
+    """Keyword options of :meth:`predict` for a checkpoint's evaluation (a decision taken on another split)."""
+    del workdir, run, split, loaded, names, limit
+    return {}
+
+  def write_files(self, workdir: str, split: str, loaded, run: Run, predictions: Predictions, *,
+                  heatmap: str | None) -> dict[str, Any]:
+    """The family's files of a checkpoint's evaluation (process 0 writes them); returns what the result adds (their
+    paths)."""
+    del workdir, split, loaded, run, predictions, heatmap
+    return {}
+
+  def metrics_name(self, run: Run, split: str) -> str:
+    """``metrics.<name>.json``: the name a checkpoint's evaluation of ``split`` is kept under."""
+    del run
+    return split
+
   def evaluate_checkpoint(self, workdir: str, config, split: str, load, *, names, limit,
                           heatmap: str | None) -> dict[str, Any]:
     """Scores every example of ``split`` (the first ``limit``) with a checkpoint's parameters, ``load()`` giving them
-    (:func:`attnjax.trained.load_workdir`: called once the split is read, so that a missing file fails first);
-    writes the family's files into the workdir (process 0) and returns the result that ``metrics.<split>.json``
-    keeps."""
-    raise NotImplementedError
+    (:func:`attnjax.trained.load_workdir`: called once the split is read, so that a missing file fails first):
+    :meth:`predict` on a :class:`CheckpointRun`, then the family's files (:meth:`write_files`) and
+    ``metrics.<split>.json`` in the workdir (process 0). Returns the result that file keeps."""
+    if heatmap and not self.decodes:
+      no_heatmap(heatmap, config.model.name)
+    examples = self.read_split(config, workdir, split, limit=limit)
+    loaded = load()
+    task = self.checkpoint_task(config, split, examples, loaded.vocabularies)
+    run = CheckpointRun(config, task, loaded.model, loaded.mesh, loaded.params, tuple(names),
+                        self.loss(config, tgt_vocab_size=loaded.vocabularies.tgt.size), limit=limit)
+    options = self.predict_options(workdir, run, split, loaded, names=names, limit=limit)
+    predictions = self.predict(run, split, limit=None, **options)  # the task holds the first `limit` only
+    result: dict[str, Any] = result_head(loaded, split, self.num_examples(task, split))
+    result.update(predictions.scores)
+    result.update(self.write_files(workdir, split, loaded, run, predictions, heatmap=heatmap))
+    write_metrics(workdir, self.metrics_name(run, split), result)
+    return result
 
 
 def mean_loss(totals: dict[str, float]) -> dict[str, float]:

@@ -4,6 +4,9 @@ trained on (``eval.seq_len``) with the loss per range of positions."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import functools
 import math
 
 import jax
@@ -45,6 +48,25 @@ def position_edges(trained: int, length: int) -> list[int]:
   return edges
 
 
+def _trained_len(config) -> int:
+  return int(config.data.get("seq_len", 0) or 0)  # the training rows' length
+
+
+@dataclasses.dataclass
+class LmPredictions(Predictions):
+  """A split's rows read: the loss per range of positions (``"lo-hi"`` -> nats per token) beside the scores."""
+  loss_by_position: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def lm_loss_by_position(model, params, batch, rng, deterministic, *, edges):
+  """:func:`lm_loss_stats` with the NLL sum and count of the targets in each range of positions of ``edges``
+  (:func:`lm_statistics_by_position`)."""
+  rngs = None if deterministic else {"dropout": rng}
+  logits = model.apply({"params": params}, batch["inputs"], batch["segment_ids"], batch["positions"],
+                       deterministic=deterministic, rngs=rngs)
+  return lm_statistics_by_position(logits, batch, edges)
+
+
 def lm_statistics_by_position(logits, batch, edges):
   """:func:`attnjax.models.lm.lm_statistics` of a batch, plus the NLL sum and count of the targets whose input lies
   in each range of positions of ``edges`` (``nll_<lo>``, ``n_<lo>``)."""
@@ -70,9 +92,10 @@ class LanguageModel(RowFamily):
                "tfds_name": str, "tfds_data_dir": str, "tfds_download": bool, "tfds_backend": str, "spm_model": str}
   metrics = LM_METRICS
 
+  loss_key = "lm_loss"
+
   def default_best(self, data_cfg) -> tuple[str, str]:
     return "bits_per_byte", "min"
-  loss_key = "lm_loss"
 
   def load_task(self, data_cfg, workdir: str) -> LmTaskData:
     return LmTaskData(data_cfg, workdir)
@@ -88,37 +111,36 @@ class LanguageModel(RowFamily):
   def tokens(self, batch) -> float:
     return float(batch["weights"].sum())  # the predicted tokens
 
-  def predict(self, run, split: str, *, limit: int | None) -> Predictions:
-    """Every row of the split: loss per token and bits per byte."""
-    totals = run.loss_totals(self.split_batcher(run, split).iterate_epoch(0))
-    return Predictions(scores=lm_scores(totals, run.task.bytes[split]), signatures={})
+  def predict(self, run, split: str, *, limit: int | None) -> LmPredictions:
+    """Every row of the split: loss per token, bits per byte, and the loss per range of positions
+    (:func:`position_edges`: the training rows' length, then doubling up to the rows read)."""
+    trained = _trained_len(run.config)
+    edges = tuple(position_edges(trained, run.task.seq_len))
+    key = ("loss_by_position", edges)
+    if key not in run.cache:  # one function per set of ranges, so that the run compiles it once
+      run.cache[key] = functools.partial(lm_loss_by_position, edges=edges)
+    totals = run.loss_totals(self.split_batcher(run, split).iterate_epoch(0), run.cache[key])
+    by_position = {f"{lo}-{hi}": totals[f"nll_{lo}"] / totals[f"n_{lo}"] for lo, hi in zip(edges[:-1], edges[1:])
+                   if totals.get(f"n_{lo}")}
+    return LmPredictions(lm_scores(totals, run.task.bytes[split]), {}, loss_by_position=by_position)
 
-  def prepare_rows(self, config) -> int:
-    """Rows of ``eval.seq_len`` tokens where it is set (longer or shorter than the training rows); returns the
-    training rows' length."""
-    trained = int(config.data.get("seq_len", 0) or 0)
+  # ------------------------------------------------------------------------------------ a checkpoint of a workdir
+
+  def checkpoint_data(self, config):
+    """Rows of ``eval.seq_len`` tokens where it is set (longer or shorter than the training rows)."""
+    data = copy.deepcopy(config.data)
     if config.eval.get("seq_len"):
-      with config.data.unlocked():
-        config.data.seq_len = int(config.eval.seq_len)
-    return trained
+      with data.unlocked():
+        data.seq_len = int(config.eval.seq_len)
+    return data
 
-  def row_statistics(self, loaded, task, trained):
-    edges = position_edges(trained, task.seq_len)
+  def write_files(self, workdir: str, split: str, loaded, run, predictions, *, heatmap) -> dict:
+    return {"seq_len": run.task.seq_len, "trained_seq_len": _trained_len(run.config),
+            "loss_by_position": predictions.loss_by_position}
 
-    def apply(p, b):
-      logits = loaded.model.apply({"params": p}, b["inputs"], b["segment_ids"], b["positions"])
-      return lm_statistics_by_position(logits, b, edges)
-    return apply, (trained, edges)
-
-  def row_result(self, totals, task, split, extra):
-    trained, edges = extra
-    scores = dict(lm_scores(totals, task.bytes[split]), seq_len=task.seq_len, trained_seq_len=trained)
-    scores["loss_by_position"] = {
-        f"{lo}-{hi}": totals[f"nll_{lo}"] / totals[f"n_{lo}"] for lo, hi in zip(edges[:-1], edges[1:])
-        if totals.get(f"n_{lo}")}
-    if task.seq_len != trained:  # beside the split's own scores, not over them: metrics.<split>.len<N>.json
-      split = f"{split}.len{task.seq_len}"
-    return scores, split
+  def metrics_name(self, run, split: str) -> str:
+    # rows of another length than training's: beside the split's own scores, not over them (metrics.<split>.len<N>)
+    return split if run.task.seq_len == _trained_len(run.config) else f"{split}.len{run.task.seq_len}"
 
 
 FAMILY = LanguageModel()

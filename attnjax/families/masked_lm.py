@@ -52,24 +52,15 @@ class MaskedLM(RowFamily):
 
   def predict(self, run, split: str, *, limit: int | None) -> Predictions:
     """Every row of the split, masked as at every evaluation: masked-LM loss and accuracy."""
-    batches = run.eval_batches if split == run.config.eval.split else self.split_batcher(run, split)
+    same = split == run.config.eval.split and run.eval_batches is not None
+    batches = run.eval_batches if same else self.split_batcher(run, split)
     values = mean_loss(run.loss_totals(batches.iterate_epoch(0)))
     return Predictions(scores={"mlm_loss": values["loss"], "mlm_accuracy": values["accuracy"],
                                "mlm_predictions": values["ntokens"]}, signatures={})
 
-  def row_statistics(self, loaded, task, prepared):
-    model = loaded.model
-    apply = lambda p, b: mlm_statistics(model.apply({"params": p}, b["input_ids"], b["segment_ids"], b["positions"],
-                                                    b["mlm_positions"]), b["mlm_ids"], b["mlm_weights"])  # noqa: E731
-    return apply, None
-
-  def row_result(self, totals, task, split, extra):
-    n = max(totals.get("ntokens", 0.0), 1.0)
-    scores = {"mlm_loss": totals.get("loss_sum", 0.0) / n, "mlm_accuracy": totals.get("correct_sum", 0.0) / n,
-              "mlm_predictions": totals.get("ntokens", 0.0)}
+  def write_files(self, workdir: str, split: str, loaded, run, predictions, *, heatmap) -> dict:
     # beside the scores, what token frequencies alone reach on the same rows (no model): the report's baseline
-    scores.update({f"context_free_{key}": value for key, value in task.context_free(split).items()})
-    return scores, split
+    return {f"context_free_{key}": value for key, value in (run.task.context_free(split) or {}).items()}
 
 
 FAMILY = MaskedLM()

@@ -4,11 +4,9 @@ reads every row of the split (its loss is the evaluation)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 
-from attnjax.families.base import TaskFamily, fail, no_heatmap, result_head, write_metrics
+from attnjax.families.base import TaskFamily, fail
 
 # the documents (a file split by title hash, or a file per split), how they are read, and the rows cut from them
 ROW_KEYS = {"dir": str, "path": str, "splits": dict[str, str], "heldout": dict[str, float], "split_seed": int,
@@ -36,7 +34,7 @@ class RowFamily(TaskFamily):
             task.batcher(split, shuffle=False, seed=0, **options))
 
   def split_batcher(self, run, split: str):
-    """All rows of ``split`` for an evaluation, this process's share."""
+    """All rows of ``split`` for an evaluation (those the task keeps), this process's share."""
     return run.task.batcher(split, shuffle=False, seed=0, batch_size=run.config.data.batch_size,
                             num_shards=jax.process_count(), shard_index=jax.process_index())
 
@@ -47,40 +45,20 @@ class RowFamily(TaskFamily):
 
   # ------------------------------------------------------------------------------------ a checkpoint of a workdir
 
-  def prepare_rows(self, config) -> Any:
-    """What the checkpoint's evaluation changes in ``config`` before the rows are read; returns what
-    :meth:`row_statistics` needs of it."""
-    return None
+  def read_split(self, config, workdir: str, split: str, *, limit: int | None):
+    """The task data with the workdir's vocabulary (rows are cut with it): ``split``'s first ``limit`` rows."""
+    task = self.load_task(self.checkpoint_data(config), workdir)
+    if limit:
+      task.keep_first(split, limit)
+    return task
 
-  def row_statistics(self, loaded, task, prepared):
-    """``(statistics(params, batch) -> sums, what row_result needs)`` for a checkpoint's evaluation."""
-    raise NotImplementedError
+  def checkpoint_data(self, config):
+    """The ``config.data`` a checkpoint's rows are cut by (the training run's, unless the family says otherwise)."""
+    return config.data
 
-  def row_result(self, totals: dict, task, split: str, extra) -> tuple[dict, str]:
-    """The scores from the summed statistics, and the name ``metrics.<name>.json`` is written under."""
-    raise NotImplementedError
+  def checkpoint_task(self, config, split: str, examples, vocabularies):
+    return examples  # read_split's task data
 
-  def evaluate_checkpoint(self, workdir: str, config, split: str, load, *, names, limit,
-                          heatmap: str | None) -> dict[str, Any]:
-    """Every packed row of ``split`` (the first ``limit`` rows), each as at every evaluation."""
-    no_heatmap(heatmap, config.model.name)
-    prepared = self.prepare_rows(config)
-    task = self.load_task(config.data, workdir)
+  def num_examples(self, task, split: str) -> int:
     rows = task.rows(split)
-    if limit:  # pylint: disable=protected-access
-      task._rows[split] = (tuple(a[:limit] for a in rows) if isinstance(rows, tuple)
-                           else {k: a[:limit] for k, a in rows.items()})
-    loaded = load()
-    statistics, extra = self.row_statistics(loaded, task, prepared)
-    statistics = jax.jit(statistics)
-    totals: dict[str, float] = {}
-    batch_size = int(config.data.batch_size or config.eval.batch_size)
-    for batch in task.batcher(split, shuffle=False, seed=0, batch_size=batch_size).iterate_epoch(0):
-      for key, value in jax.device_get(statistics(loaded.params, batch)).items():
-        totals[key] = totals.get(key, 0.0) + float(value)
-    first = task.rows(split)
-    result = result_head(loaded, split, len(first[0] if isinstance(first, tuple) else first["inputs"]))
-    scores, name = self.row_result(totals, task, split, extra)
-    result.update(scores)
-    write_metrics(workdir, name, result)
-    return result
+    return len(rows[0] if isinstance(rows, tuple) else rows["inputs"])

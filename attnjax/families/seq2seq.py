@@ -8,6 +8,7 @@ decoding of every example, scored with the literature's metrics (BLEU, chrF, TER
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from typing import Any
@@ -23,7 +24,7 @@ from attnjax.data.pipeline import Seq2SeqBatcher
 from attnjax.data.sources import TEXT_SOURCES, load_text_task
 from attnjax.data.tokenizer import load_or_train_pair, spm_options
 from attnjax.data.vocab import CharVocab
-from attnjax.families.base import Predictions, TaskFamily, fail, result_head, step_tag, write_metrics
+from attnjax.families.base import Predictions, TaskFamily, fail, step_tag
 from attnjax.models.losses import smoothed_cross_entropy
 from attnjax.tokens import round_up
 from attnjax.transfer import published
@@ -39,6 +40,15 @@ ROUGE_VALUES = ("rouge1", "rouge2", "rougeL", "rougeLsum")  # what the metric "r
 # keep BLEU ("2018-05-09" splits at the hyphens into five tokens).
 _SYNTHETIC_METRICS = {"reverse": ("exact_match", "chrf")}
 _SYNTHETIC_DEFAULT_METRICS = ("exact_match", "bleu", "chrf")
+
+
+@dataclasses.dataclass
+class TextPredictions(Predictions):
+  """A split decoded: one hypothesis per example, beside its reference and source, in the split's order."""
+  hypotheses: list[str] = dataclasses.field(default_factory=list)
+  references: list[str] = dataclasses.field(default_factory=list)
+  sources: list[str] = dataclasses.field(default_factory=list)
+  attention: list[np.ndarray] | None = None  # cross-attention per example, where the decoder returned it
 
 
 def seq2seq_loss_stats(model, params, batch, rng, deterministic, *, label_smoothing=0.0, vocab_size=None):
@@ -95,7 +105,7 @@ def score(hypotheses, references, names, *,
 
 
 def decode_and_score(decoder: inference.Decoder, params, vocabularies, pairs, names, *, max_src_len: int,
-                     batch_size: int, meteor_language: str | None = None) -> Predictions:  # pylint: disable=redefined-outer-name
+                     batch_size: int, meteor_language: str | None = None) -> TextPredictions:  # pylint: disable=redefined-outer-name
   """Decodes the source of every ``(source, reference)`` pair and scores the hypotheses against the references.
 
   ``params`` replicated (:func:`attnjax.inference.replicate`). The scores include ``truncated_sources`` and
@@ -116,7 +126,7 @@ def decode_and_score(decoder: inference.Decoder, params, vocabularies, pairs, na
       scores.update(metrics_lib.summary_statistics(out.hypotheses, sources))
   scores, signatures = inference.broadcast_json([scores, signatures])
   scores.update(truncated_sources=out.truncated_sources, empty_sources=out.empty_sources)
-  return Predictions(scores, signatures, out.hypotheses, references, sources, out.attention)
+  return TextPredictions(scores, signatures, out.hypotheses, references, sources, out.attention)
 
 
 def pieces(vocab, text: str) -> list[str]:
@@ -247,7 +257,7 @@ class Seq2Seq(TaskFamily):
   def _decoder(self, model, mesh, eval_cfg, vocab_size):
     return inference.decoder_for(model, mesh, eval_cfg, vocab_size=vocab_size)
 
-  def predict(self, run, split: str, *, limit: int | None) -> Predictions:
+  def predict(self, run, split: str, *, limit: int | None) -> TextPredictions:
     cfg = run.config
     if "decoder" not in run.cache:
       run.cache["decoder"] = self._decoder(run.model, run.mesh, cfg.eval, run.task.tgt_vocab.size)
@@ -261,26 +271,20 @@ class Seq2Seq(TaskFamily):
 
   # ------------------------------------------------------------------------------------ a checkpoint of a workdir
 
-  def evaluate_checkpoint(self, workdir: str, config, split: str, load, *, names, limit,
-                          heatmap: str | None) -> dict[str, Any]:
-    examples = self.load_split(config.data, split)  # before the model: a missing file fails fast
-    if limit:
-      examples = examples[:limit]
-    loaded = load()
-    result: dict[str, Any] = result_head(loaded, split, len(examples))
-    e = config.eval
-    decoder = self._decoder(loaded.model, loaded.mesh, e, loaded.vocabularies.tgt.size)
-    predictions = decode_and_score(decoder, loaded.params, loaded.vocabularies, examples, names,
-                                   max_src_len=config.data.max_src_len, batch_size=e.batch_size,
-                                   meteor_language=meteor_language(config) if "meteor" in names else None)
+  def checkpoint_task(self, config, split: str, examples, vocabularies) -> tasks.TaskData:
+    return tasks.TaskData(config.data.get("task") or config.data.source, vocabularies.src, vocabularies.tgt,
+                          {split: examples})
+
+  def write_files(self, workdir: str, split: str, loaded, run, predictions, *, heatmap: str | None) -> dict[str, Any]:
+    """``hypotheses.<split>.<tag>.txt``, one detokenized output per example in order (and the attention heatmap of
+    the first example where asked)."""
     out_path = fs.join(workdir, f"hypotheses.{split}.{step_tag(loaded)}.txt")
     if jax.process_index() == 0:
       fs.write_text(out_path, "".join(h + "\n" for h in predictions.hypotheses))
-    result.update(predictions.scores, signatures=predictions.signatures, hypotheses=str(out_path))
-    if heatmap and examples and jax.process_index() == 0:
-      result["heatmap"] = draw_heatmap(loaded, config, examples[0][0], heatmap)
-    write_metrics(workdir, split, result)
-    return result
+    files: dict[str, Any] = {"signatures": predictions.signatures, "hypotheses": str(out_path)}
+    if heatmap and predictions.sources and jax.process_index() == 0:
+      files["heatmap"] = draw_heatmap(loaded, run.config, predictions.sources[0], heatmap)
+    return files
 
 
 def draw_heatmap(loaded, config, source: str, path: str) -> str | None:

@@ -9,6 +9,7 @@ script's exact match and F1.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -23,8 +24,7 @@ from attnjax.data.spans import SpanBatcher
 from attnjax.data.squad_windows import first_questions
 from attnjax.data.tokenizer import load_or_train, spm_options
 from attnjax.data.wordpiece import WORDPIECE_FILE, wordpiece_in_workdir
-from attnjax.families.base import Predictions, TaskFamily, check_positive_int, fail, no_heatmap, step_tag
-from attnjax.families.base import result_head, write_metrics
+from attnjax.families.base import Predictions, TaskFamily, check_positive_int, fail, step_tag
 from attnjax.models.span_qa import span_objective
 from attnjax.tokens import round_up
 
@@ -32,6 +32,14 @@ SPAN_METRICS = ("exact_match", "f1")
 SPAN_BATCH_KEYS = ("question", "question_mask", "context", "context_mask", "start_positions", "end_positions",
                    "is_impossible", "weights")
 SPAN_BATCH_NDIMS = {**{key: 2 for key in SPAN_BATCH_KEYS[:4]}, **{key: 1 for key in SPAN_BATCH_KEYS[4:]}}
+
+
+@dataclasses.dataclass
+class SpanPredictions(Predictions):
+  """Every question of a split answered: question id -> answer text ("" for no answer), and for SQuAD 2.0 each
+  question's probability of having no answer (:func:`no_answer_probability`)."""
+  answers: dict[str, str] = dataclasses.field(default_factory=dict)
+  no_answer_probs: dict[str, float] | None = None
 
 
 def span_loss_stats(model, params, batch, rng, deterministic):
@@ -75,7 +83,7 @@ def no_answer_probability(margin: float) -> float:
 
 def predict_and_score_spans(predictor: inference.SpanPredictor, params, examples, names, version: str, *,
                             max_question_len: int, max_context_len: int, batch_size: int,
-                            no_answer_threshold: float | str | None = None) -> Predictions:
+                            no_answer_threshold: float | str | None = None) -> SpanPredictions:
   """Answers every question (``examples`` from ``squad.encode_examples(..., drop_unreachable=False)``) and scores
   EM / F1 as the official script does (every question counts); process 0 scores, the others receive its numbers.
 
@@ -92,7 +100,7 @@ def predict_and_score_spans(predictor: inference.SpanPredictor, params, examples
   spans = squad.predictions_from_spans([example for example, _, _ in chosen], [span for _, span, _ in chosen])
   if version != "2.0":
     scores = score_spans(spans, examples, names, version) if jax.process_index() == 0 else {}
-    return Predictions(inference.broadcast_json(scores), {}, answers=spans)
+    return SpanPredictions(inference.broadcast_json(scores), {}, answers=spans)
   probs = {example.qid: no_answer_probability(margin) for example, _, margin in chosen}
   # the threshold that maximises F1 had every question been answered with its best span: what a validation split
   # chooses (the same on every process: every process has the spans and probabilities)
@@ -110,7 +118,7 @@ def predict_and_score_spans(predictor: inference.SpanPredictor, params, examples
     auc = metrics_lib.no_answer_auc(probs, squad.gold_answers(examples))
     if auc is not None:
       scores["no_answer_auc"] = auc
-  return Predictions(inference.broadcast_json(scores), {}, answers=answers, no_answer_probs=probs)
+  return SpanPredictions(inference.broadcast_json(scores), {}, answers=answers, no_answer_probs=probs)
 
 
 def question_scores(predictions, examples, version: str) -> dict[str, list]:
@@ -127,7 +135,7 @@ def _lengths(data_cfg) -> tuple[int, int]:
   return int(data_cfg.get("max_question_len", 64)), int(data_cfg.get("max_context_len", 384))
 
 
-class SpanQA(TaskFamily):
+class ExtractiveQA(TaskFamily):
   """SQuAD-format questions answered by a span of their paragraph."""
   name = "span_qa"
   title = "extractive QA"
@@ -246,71 +254,65 @@ class SpanQA(TaskFamily):
 
   # ------------------------------------------------------------------------------------ evaluating a run's state
 
-  def predict(self, run, split: str, *, limit: int | None) -> Predictions:
+  def predict(self, run, split: str, *, limit: int | None,
+              no_answer_threshold: float | str | None = None) -> SpanPredictions:
+    """Every question of ``split`` (the first ``limit``); SQuAD 2.0 answers "no answer" above
+    ``no_answer_threshold`` (:func:`predict_and_score_spans`)."""
     if "predictor" not in run.cache:
       run.cache["predictor"] = inference.SpanPredictor(run.model, run.mesh)
     task = run.task
     examples = first_questions(task.examples(split, train=False), limit)  # a question is all its windows
     return predict_and_score_spans(run.cache["predictor"], inference.replicate(run.params, run.mesh), examples,
                                    run.metrics, task.version, max_question_len=task.max_question_len,
-                                   max_context_len=task.max_context_len, batch_size=run.config.eval.batch_size)
+                                   max_context_len=task.max_context_len, batch_size=run.config.eval.batch_size,
+                                   no_answer_threshold=no_answer_threshold)
 
   # ------------------------------------------------------------------------------------ a checkpoint of a workdir
+  # Every question of the split answered: predictions.<split>.<tag>.json (the official format, "" for no answer),
+  # question_scores...json and metrics.<split>.json. SQuAD 2.0 adds na_probs.<split>.<tag>.json (the official
+  # evaluation's no-answer probabilities) and decides "no answer" with the threshold chosen on the validation split
+  # (THRESHOLD_FILE), which evaluating another split first evaluates when it has not been.
 
-  def evaluate_checkpoint(self, workdir: str, config, split: str, load, *, names, limit,
-                          heatmap: str | None) -> dict[str, Any]:
-    """Every question of ``split`` answered with the checkpoint's parameters: ``predictions.<split>.<tag>.json``
-    (the official format, "" for no answer), ``question_scores...json`` and ``metrics.<split>.json``. SQuAD 2.0 adds
-    ``na_probs.<split>.<tag>.json`` (the official evaluation's no-answer probabilities) and decides "no answer" with
-    the threshold chosen on the validation split (:data:`THRESHOLD_FILE`), which evaluating another split first
-    evaluates when it has not been."""
-    no_heatmap(heatmap, config.model.name)
-    examples = self.load_split(config.data, split)  # before the model: a missing file fails fast
-    if limit:
-      examples = examples[:limit]
-    loaded = load()
+  def checkpoint_task(self, config, split: str, examples, vocabularies) -> tasks.SpanTaskData:
     version = "2.0" if squad.squad_version(examples) == "2.0" else "1.1"
     self.check_version(config.data, version)
+    return tasks.SpanTaskData(config.data.source, vocabularies.src, {split: examples}, *_lengths(config.data),
+                              version, doc_stride=config.data.get("doc_stride"))
+
+  def predict_options(self, workdir: str, run, split: str, loaded, *, names, limit) -> dict[str, Any]:
+    if run.task.version != "2.0":
+      return {}
+    if split == "validation":
+      return {"no_answer_threshold": CHOOSE}
+    return {"no_answer_threshold": self._validation_threshold(workdir, run.config, loaded, names, limit)}
+
+  def write_files(self, workdir: str, split: str, loaded, run, predictions, *, heatmap: str | None) -> dict[str, Any]:
     tag = step_tag(loaded)
-    threshold = None
-    if version == "2.0":
-      threshold = CHOOSE if split == "validation" else self._validation_threshold(workdir, config, loaded, names,
-                                                                                  tag, limit)
-    predictions, encoded = self._answer(loaded, config, examples, names, version, threshold)
     out_path = fs.join(workdir, f"predictions.{split}.{tag}.json")
     per_question = fs.join(workdir, f"question_scores.{split}.{tag}.json")
-    result: dict[str, Any] = result_head(loaded, split, len(examples))
     if jax.process_index() == 0:
       fs.write_json(out_path, predictions.answers, indent=1)
-      fs.write_json(per_question, question_scores(predictions.answers, encoded, version))
-    result.update(predictions.scores, predictions=str(out_path), question_scores=str(per_question))
+      fs.write_json(per_question, question_scores(predictions.answers, run.task.examples(split, train=False),
+                                                  run.task.version))
+    files: dict[str, Any] = {"predictions": str(out_path), "question_scores": str(per_question)}
     if predictions.no_answer_probs is not None:
       probs_path = fs.join(workdir, f"na_probs.{split}.{tag}.json")
       if jax.process_index() == 0:
         fs.write_json(probs_path, predictions.no_answer_probs, indent=1)
-      result.update(no_answer_probs=str(probs_path), no_answer_threshold_from="validation")
+      files.update(no_answer_probs=str(probs_path), no_answer_threshold_from="validation")
       if split == "validation" and jax.process_index() == 0:
         fs.write_json(fs.join(workdir, THRESHOLD_FILE.format(tag=tag)),
                       {"threshold": predictions.scores["no_answer_threshold"], "step": loaded.step,
-                       "steps": list(loaded.steps), "split": "validation", "examples": len(examples),
-                       "limit": limit or None, "best_f1_spans": predictions.scores["best_f1_spans"]}, indent=1)
-    write_metrics(workdir, split, result)
-    return result
+                       "steps": list(loaded.steps), "split": "validation",
+                       "examples": self.num_examples(run.task, split), "limit": run.limit or None,
+                       "best_f1_spans": predictions.scores["best_f1_spans"]}, indent=1)
+    return files
 
-  def _answer(self, loaded, config, examples, names, version, threshold):
-    q_len, c_len = _lengths(config.data)
-    encoded = tasks.encode_questions(examples, loaded.vocabularies.src, max_context_len=c_len,
-                                     max_question_len=q_len, doc_stride=config.data.get("doc_stride"), train=False)
-    predictions = predict_and_score_spans(
-        inference.SpanPredictor(loaded.model, loaded.mesh), loaded.params, encoded, names, version,
-        max_question_len=q_len, max_context_len=c_len, batch_size=config.eval.batch_size,
-        no_answer_threshold=threshold)
-    return predictions, encoded
-
-  def _validation_threshold(self, workdir, config, loaded, names, tag, limit) -> float:
+  def _validation_threshold(self, workdir, config, loaded, names, limit) -> float:
     """The no-answer threshold chosen on the validation split for this checkpoint: read from its file, or chosen
     now (the validation split evaluated, its files written) when there is none, or when the file's was chosen on
     another share of validation (``--limit``) than this evaluation reads."""
+    tag = step_tag(loaded)
     path = fs.join(workdir, THRESHOLD_FILE.format(tag=tag))
     chosen_with = fs.read_json(path).get("limit") if fs.exists(path) else "none"
     if chosen_with != (limit or None):
@@ -333,4 +335,4 @@ class SpanQA(TaskFamily):
                        "given to a 1.1 task")
 
 
-FAMILY = SpanQA()
+FAMILY = ExtractiveQA()

@@ -72,7 +72,7 @@ METRIC_TITLES = {"bleu": "BLEU", "meteor": "METEOR", "ter": "TER", "chrf": "chrF
                  "mlm_accuracy": "MLM accuracy", "mlm_loss": "MLM loss", "bits_per_byte": "bits/byte",
                  "lm_loss": "loss/token", "HasAns_f1": "HasAns F1", "NoAns_f1": "NoAns F1", "best_f1": "best F1",
                  "no_answer_threshold": "no-answer threshold"}
-# Registered tasks (attnjax.data.tasks.TASKS) and the synthetic ones, in the tables' column order; the synthetic
+# Registered tasks (attnjax.data.catalogue.TASKS) and the synthetic ones, in the tables' column order; the synthetic
 # seq2seq tasks are scored like translation.
 TASK_KINDS = {
     "wmt14_en_de": "translation", "wmt14_de_en": "translation", "wmt14_en_fr": "translation",

@@ -3,8 +3,8 @@ claims the study tests with them.
 
 * :func:`statistics_table`: per evaluated summarization run, ROUGE beside repetition (the share of a summary's
   trigrams it already used) and novelty (the share of its n-grams that are not in the article), as
-  :func:`attnjax.scoring.decode_and_score` and :mod:`attnjax.baselines` store them in ``metrics.<split>.json``, and
-  the decoding speed of the split (articles per second of the evaluation's beam search, compilation included).
+  :func:`attnjax.families.seq2seq.decode_and_score` and :mod:`attnjax.baselines` store them in
+  ``metrics.<split>.json``, and the decoding speed of the split (articles per second of the evaluation's beam search, compilation included).
 * :func:`length_rows` / :func:`length_table`: ROUGE-1 of each article-length bucket, from a run's hypotheses file
   and the split's articles (the data must be readable where the report runs).
 * :func:`claims_table`: the seed's ordering "seq2seq < LSTM + attention < Transformer", See et al.'s "copy and

@@ -18,6 +18,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from attnjax.data.pipeline import HOST_ONLY_KEYS
 from attnjax.kernels import fused
 
 
@@ -96,3 +97,19 @@ def traced_in(mesh: Mesh, rules):
         return fn(*args, **kwargs)
     return wrapped
   return wrap
+
+
+def global_batch(local_batch, mesh, rules):
+  """Host-local numpy rows → global arrays split along the batch axis (each process passes only its own rows).
+
+  Every array of the batch goes, except the host-side bookkeeping in ``HOST_ONLY_KEYS``.
+  """
+  out = {}
+  for key in sorted(local_batch):
+    if key in HOST_ONLY_KEYS:
+      continue
+    local = local_batch[key]
+    sharding = batch_sharding(mesh, rules, local.ndim)
+    global_shape = (local.shape[0] * jax.process_count(),) + local.shape[1:]
+    out[key] = jax.make_array_from_process_local_data(sharding, local, global_shape)
+  return out

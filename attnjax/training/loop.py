@@ -129,6 +129,7 @@ class Experiment:
     self.eval_step = steps.make_eval_step(self.model, state_sharding=self.state_sharding, mesh=self.mesh,
                                           rules=self.rules, batch_sharding=batch_sharding, loss_fn=loss_fn)
     self.cache: dict = {}  # the family's objects kept between evaluations (a decoder, a span predictor)
+    self._batch_sharding, self._eval_steps = batch_sharding, {}  # evaluation steps of a family's own statistics
     t = config.train
     self.checkpointer = Checkpointer(fs.join(workdir, "checkpoints"), keep=t.keep_checkpoints,
                                      best_metric=t.best_metric, best_mode=t.best_mode, async_save=t.async_checkpoints)
@@ -147,9 +148,17 @@ class Experiment:
     """What evaluation reads: the parameters, or their moving average where the run keeps one."""
     return self.state.eval_params
 
-  def loss_totals(self, batches) -> dict[str, float]:
-    """The loss function's sums over host-local ``batches`` (all processes together)."""
-    return validation_loss(self.eval_step, self.params, batches, self.mesh, self.rules, return_totals=True)
+  def loss_totals(self, batches, loss_fn=None) -> dict[str, float]:
+    """Sums of the family's loss (or of ``loss_fn``, a statistic of the family's own, its evaluation step compiled
+    once) over host-local ``batches``, all processes together."""
+    step = self.eval_step
+    if loss_fn is not None:
+      if loss_fn not in self._eval_steps:
+        self._eval_steps[loss_fn] = steps.make_eval_step(self.model, loss_fn=loss_fn, mesh=self.mesh, rules=self.rules,
+                                                         state_sharding=self.state_sharding,
+                                                         batch_sharding=self._batch_sharding)
+      step = self._eval_steps[loss_fn]
+    return validation_loss(step, self.params, batches, self.mesh, self.rules, return_totals=True)
 
   def restore(self, step: int | None = None) -> int:
     """Restores the newest readable (or the given) checkpoint into the configured shardings; returns its step (0
@@ -191,7 +200,7 @@ def validation_loss(eval_step, params, batches, mesh, rules, *, return_totals: b
   seq2seq, per question for extractive QA (``return_totals``: the sums themselves)."""
   totals = {"loss_sum": 0.0, "nll_sum": 0.0, "ntokens": 0.0}
   for batch in batches:
-    out = jax.device_get(eval_step(params, steps.global_batch(batch, mesh, rules)))
+    out = jax.device_get(eval_step(params, partitioning.global_batch(batch, mesh, rules)))
     for key in out:
       totals[key] = totals.get(key, 0.0) + float(out[key])
   return totals if return_totals else mean_loss(totals)
@@ -376,7 +385,7 @@ class _Throughput:
   def step(self, exp: Experiment, local) -> None:
     """One optimizer step on the host-local batch ``local``: one compilation per bucket shape, dispatched
     asynchronously (no device sync)."""
-    batch = steps.global_batch(local, exp.mesh, exp.rules)
+    batch = partitioning.global_batch(local, exp.mesh, exp.rules)
     shape_key = tuple((key, local[key].shape) for key in sorted(local))
     # a schedule tied to the time budget reads the share of it used so far (across restarts)
     limit = exp.config.train.time_limit_minutes

@@ -19,7 +19,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from attnjax.data.pipeline import HOST_ONLY_KEYS
 from attnjax.runtime import partitioning
 from attnjax.training import optim
 
@@ -129,19 +128,3 @@ def make_eval_step(model, *, loss_fn, state_sharding, mesh, rules, batch_shardin
     return loss_fn(model, params, batch, None, True)
 
   return jax.jit(step, in_shardings=(state_sharding.params, data), out_shardings=partitioning.replicated(mesh))
-
-
-def global_batch(local_batch, mesh, rules):
-  """Host-local numpy rows → global arrays split along the batch axis (each process passes only its own rows).
-
-  Every array of the batch goes, except the host-side bookkeeping in ``HOST_ONLY_KEYS``.
-  """
-  out = {}
-  for key in sorted(local_batch):
-    if key in HOST_ONLY_KEYS:
-      continue
-    local = local_batch[key]
-    sharding = partitioning.batch_sharding(mesh, rules, local.ndim)
-    global_shape = (local.shape[0] * jax.process_count(),) + local.shape[1:]
-    out[key] = jax.make_array_from_process_local_data(sharding, local, global_shape)
-  return out

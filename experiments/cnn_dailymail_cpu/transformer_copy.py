@@ -8,7 +8,7 @@ al. 2018). One arm of the summarization table: the recipe and budget every arm s
 
 from attnjax import recipes
 from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 
 
 def get_config():

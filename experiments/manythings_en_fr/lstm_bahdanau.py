@@ -7,7 +7,7 @@ baselines table, with the recipe and 30-minute budget of the Multi30k arms
 
 from attnjax import recipes
 from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 
 
 def get_config():

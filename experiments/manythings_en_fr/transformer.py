@@ -17,7 +17,7 @@ models trained to convergence).
 
 from attnjax import recipes
 from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 
 SWEEPS = {
     "size": [{"name": f"d{d}", "overrides": {"model.d_model": d, "model.d_ff": 4 * d, "model.dropout_rate": 0.0,

@@ -7,7 +7,7 @@ baselines table: the recipe and budget every arm shares are in :func:`attnjax.re
 
 from attnjax import recipes
 from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 
 
 def get_config():

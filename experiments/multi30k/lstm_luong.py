@@ -7,7 +7,7 @@ and budget every arm shares are in :func:`attnjax.recipes.multi30k_cpu`.
 
 from attnjax import recipes
 from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 
 SWEEPS = {"scores": [{"name": s, "overrides": {"model.attention": f"luong_{s}"}} for s in ("dot", "general", "concat")]}
 

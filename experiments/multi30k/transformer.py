@@ -12,7 +12,7 @@ The paper's depths 3/6/12/24 (Vaswani et al. Table 3 row C varies N from 2 to 8)
 
 from attnjax import recipes
 from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 
 # the 60-minute points: a checkpoint every 100 steps, the last 5 kept (attnjax.evaluate --average_last=5)
 _SIXTY_MINUTES = {"train.time_limit_minutes": 60.0, "train.checkpoint_every": 100, "train.keep_checkpoints": 5}

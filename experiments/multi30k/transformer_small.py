@@ -10,7 +10,7 @@ vocabulary trained on the training split. Model: 3+3 layers, d_model 256, 4 head
 """
 
 from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 
 
 def get_config():

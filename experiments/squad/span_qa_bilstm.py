@@ -18,7 +18,7 @@ units (64 per direction), Luong 'general' context-to-question attention; see att
 import ml_collections
 
 from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 
 
 def get_config():

@@ -14,7 +14,7 @@ paragraph is in both train and an evaluated split (checked when the data load). 
 tokens, as in the earlier study: an answer past the cut is dropped from training and scored as a miss.
 """
 
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 from experiments.squad import span_qa_bilstm
 
 DATA_DIR = "../shared/data"

@@ -20,7 +20,7 @@ loss. Evaluation answers "" where the no-answer probability σ(null − best spa
 validation split (the official evaluation's best-F1 threshold), applied unchanged to test.
 """
 
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 from experiments.squad import span_qa_bilstm
 
 DATA_DIR = "../shared/data/squad_v2"

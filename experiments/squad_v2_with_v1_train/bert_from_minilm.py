@@ -17,7 +17,7 @@ with BERT's null span at [CLS]; the no-answer threshold is chosen on validation 
 are ranked by validation F1 at the threshold best for their spans (``best_f1_spans``) on the first 1,000 questions.
 """
 
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 from experiments.squad_v1_official import bert_from_minilm
 
 NEGATIVES = 0.5

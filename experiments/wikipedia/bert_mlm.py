@@ -24,7 +24,7 @@ budget reaches here (``STEPS``, measured), so that the schedule decays to its en
 import ml_collections
 
 from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 
 
 # A step of 20 x 384 tokens takes 8.5 s on this 2-core machine (``python -m benchmarks.mlm --side=attnjax --batch=20

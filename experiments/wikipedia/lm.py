@@ -36,7 +36,7 @@ runs' checkpoints):
 import ml_collections
 
 from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 
 TOKENS_PER_STEP = 16 * 256
 SIZES = ((2, 32), (2, 64), (4, 64), (4, 96), (4, 128), (4, 192))  # (layers, d_model): 12·L·d² from 25k to 1.8M

@@ -7,7 +7,7 @@ The seed table's LSTM + attention row (72M parameters).
 
 from attnjax import recipes
 from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 from attnjax.targets import use_target
 
 

@@ -8,7 +8,7 @@ The seed table's LSTM row (65M parameters): with our 32k vocabulary the paper's 
 
 from attnjax import recipes
 from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 from attnjax.targets import use_target
 
 

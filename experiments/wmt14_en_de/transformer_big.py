@@ -7,7 +7,7 @@ parameters; dropout 0.3, 300k steps). Evaluate with ``--average_last=20``.
 
 from attnjax import recipes
 from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 from attnjax.targets import use_target
 
 

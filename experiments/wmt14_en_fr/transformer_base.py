@@ -7,7 +7,7 @@ parameters with their 37k BPE vocabulary). Evaluate with ``--average_last=5`` as
 
 from attnjax import recipes
 from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 from attnjax.targets import use_target
 
 

@@ -40,7 +40,7 @@ STEPS, MORE_STEPS = 30, 40
 CONFIG = '''"""A Multi30k-style transformer shrunk to seconds on a CPU (tests/cloud/test_gcs_workdir.py)."""
 
 from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 
 
 def get_config():

@@ -10,7 +10,7 @@ import pytest
 
 from attnjax import config as config_lib
 from attnjax.data import squad
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 from attnjax.families import span_qa
 from tests.squad_fixture import synthetic_squad, write_squad
 
@@ -219,11 +219,11 @@ def test_the_task_text_corpus_is_the_train_splits_paragraphs_each_once_by_articl
   write_squad(tmp_path / "train.json", train)
   data = _config(tmp_path)
   splits = squad.load_qa_task(data)
-  from attnjax.data import tasks  # pylint: disable=g-import-not-at-top
-  spec = tasks.TaskSpec("extractive_qa", "squad_json", {"path": "train.json", "heldout": {"validation": 0.2}},
+  from attnjax.data import catalogue  # pylint: disable=g-import-not-at-top
+  spec = catalogue.TaskSpec("extractive_qa", "squad_json", {"path": "train.json", "heldout": {"validation": 0.2}},
                         {"test": "dev.json"}, ("exact_match", "f1"), ("exact_match", "f1"))
   with pytest.MonkeyPatch.context() as patch:
-    patch.setitem(tasks.TASKS, "tiny_squad", spec)
+    patch.setitem(catalogue.TASKS, "tiny_squad", spec)
     articles = mlm.squad_train_articles("tiny_squad", str(tmp_path))
   expected = {}
   for q in splits["train"]:
@@ -251,11 +251,11 @@ def test_the_task_text_pre_training_is_the_budget_recipe_on_the_official_tasks_t
 
 
 def test_a_masked_lm_task_reads_the_squad_tasks_train_paragraphs_into_rows(tmp_path):
-  from attnjax.data import mlm, tasks  # pylint: disable=g-import-not-at-top
+  from attnjax.data import catalogue, mlm  # pylint: disable=g-import-not-at-top
   from tests import mlm_fixture  # pylint: disable=g-import-not-at-top
   _files(tmp_path)
   data = mlm_fixture.tiny_mlm_config(tmp_path / "corpus").data
-  spec = tasks.TaskSpec("extractive_qa", "squad_json", {"path": "train.json", "heldout": {"validation": 0.2}},
+  spec = catalogue.TaskSpec("extractive_qa", "squad_json", {"path": "train.json", "heldout": {"validation": 0.2}},
                         {"test": "dev.json"}, ("exact_match", "f1"), ("exact_match", "f1"))
   with data.unlocked():
     data.squad_task = "tiny_squad"
@@ -265,7 +265,7 @@ def test_a_masked_lm_task_reads_the_squad_tasks_train_paragraphs_into_rows(tmp_p
   with data.unlocked():
     del data["path"]
   with pytest.MonkeyPatch.context() as patch:
-    patch.setitem(tasks.TASKS, "tiny_squad", spec)
+    patch.setitem(catalogue.TASKS, "tiny_squad", spec)
     task = mlm.MlmTaskData(data, str(tmp_path / "run"))
     ids = np.concatenate([task.rows(split)[0].ravel() for split in ("train", "validation", "test")])
     articles = mlm.squad_train_articles("tiny_squad", str(tmp_path))

@@ -7,7 +7,7 @@ import pytest
 
 from attnjax import config as config_lib
 from attnjax import families
-from attnjax.data.tasks import TASKS, use_task
+from attnjax.data.catalogue import TASKS, use_task
 
 
 # task kind -> (its family, the metrics the kind's papers report, the headline that ranks checkpoints and its mode)

@@ -219,7 +219,7 @@ def test_a_tasks_cache_is_kept_across_batching_changes_and_renewed_when_its_text
   even one with the same text, encodes into a new one."""
   import copy  # pylint: disable=g-import-not-at-top
   from attnjax.config import base_config  # pylint: disable=g-import-not-at-top
-  from attnjax.data.tasks import use_task
+  from attnjax.data.catalogue import use_task
   from attnjax.families import load_task  # pylint: disable=g-import-not-at-top
   data = tmp_path / "data"
   data.mkdir()

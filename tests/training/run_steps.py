@@ -60,12 +60,12 @@ def tiny_config(mesh_shape, model="transformer", data_dir=None):
 
 def run(config, steps, workdir):
   """``(losses, mesh_devices)``: the loss of each step, and how many devices the trained parameters are on."""
-  from attnjax.training import steps as steps_lib  # pylint: disable=g-import-not-at-top
+  from attnjax.runtime import partitioning  # pylint: disable=g-import-not-at-top
   from attnjax.training.loop import Experiment  # pylint: disable=g-import-not-at-top
   exp = Experiment(config, workdir)
   losses = []
   for _ in range(steps):
-    batch = steps_lib.global_batch(next(exp.train_batches), exp.mesh, exp.rules)
+    batch = partitioning.global_batch(next(exp.train_batches), exp.mesh, exp.rules)
     exp.state, metrics = exp.train_step(exp.state, batch)
     losses.append(float(metrics["loss"]))
   exp.checkpointer.close()

@@ -58,7 +58,7 @@ def run(tmp_path_factory):
     _write(data / f"{split}.en", src, gz=split == "train")
     _write(data / f"{split}.de", tgt)
   config = config_lib.base_config()
-  from attnjax.data.tasks import use_task  # pylint: disable=g-import-not-at-top
+  from attnjax.data.catalogue import use_task  # pylint: disable=g-import-not-at-top
   use_task(config, "multi30k_en_de")
   with config.data.unlocked():
     config.data.update(dict(dir=str(data), splits={"train": "train", "validation": "val", "test": "test"},

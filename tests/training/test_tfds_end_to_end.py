@@ -5,8 +5,8 @@ import ml_collections
 import numpy as np
 import pytest
 
-from attnjax.data.tasks import use_task
-from attnjax.training import steps
+from attnjax.data.catalogue import use_task
+from attnjax.runtime import partitioning
 from attnjax.training.loop import Experiment
 from tests.squad_fixture import synthetic_squad
 from tests.training.run_steps import tiny_config
@@ -20,7 +20,7 @@ def _train_one_step(tfds, config, workdir, examples):
   with tfds.testing.mock_data(as_data_source_fn=data_source):
     exp = Experiment(config, workdir)
   batch = next(exp.train_batches)
-  exp.state, metrics = exp.train_step(exp.state, steps.global_batch(batch, exp.mesh, exp.rules))
+  exp.state, metrics = exp.train_step(exp.state, partitioning.global_batch(batch, exp.mesh, exp.rules))
   exp.checkpointer.close()
   assert np.isfinite(float(metrics["loss"])) and float(metrics["ntokens"]) > 0
   return exp, batch

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnjax.training import steps
+from attnjax.runtime import partitioning
 from attnjax.training.loop import Experiment
 from tests.training.run_steps import tiny_config
 
@@ -26,7 +26,7 @@ def _experiment(tmp_path, **changes):
 def _run(exp, n):
   losses = []
   for _ in range(n):
-    batch = steps.global_batch(next(exp.train_batches), exp.mesh, exp.rules)
+    batch = partitioning.global_batch(next(exp.train_batches), exp.mesh, exp.rules)
     exp.state, metrics = exp.train_step(exp.state, batch)
     losses.append(float(metrics["loss"]))
   params = jax.device_get(exp.state.params)

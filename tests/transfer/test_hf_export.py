@@ -344,7 +344,7 @@ def _two_vocabularies_config(data):
   each side (``data.joint_vocab=False``) and untied source and target embeddings: a Marian export with
   ``decoder_vocab_size``."""
   from attnjax import config as config_lib
-  from attnjax.data.tasks import use_task
+  from attnjax.data.catalogue import use_task
   data.mkdir()
   rng = np.random.default_rng(0)
   for split, n in (("train", 200), ("val", 8), ("test", 8)):

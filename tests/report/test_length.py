@@ -12,7 +12,7 @@ import sacrebleu
 
 from attnjax import report
 from attnjax.config import base_config
-from attnjax.data.tasks import use_task
+from attnjax.data.catalogue import use_task
 from attnjax.report import length
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

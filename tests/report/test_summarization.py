@@ -85,7 +85,7 @@ def test_lead3_scores_every_article_of_the_split_an_empty_one_with_an_empty_summ
   import gzip  # pylint: disable=g-import-not-at-top
   import json  # pylint: disable=g-import-not-at-top
   from attnjax import baselines, config as config_lib, metrics  # pylint: disable=g-import-not-at-top
-  from attnjax.data.tasks import use_task  # pylint: disable=g-import-not-at-top
+  from attnjax.data.catalogue import use_task  # pylint: disable=g-import-not-at-top
   articles = ["the cat sat . it was happy . then it slept . the end came .", "", "a dog ran ! far away ."]
   summaries = ["the cat sat .\nit slept .", "nothing .", "a dog ran far ."]
   for name in ("cnndm_train", "cnndm_val", "cnndm_test"):
@@ -131,10 +131,10 @@ def test_lead3_command_writes_the_workdir_with_rouge_of_each_splits_first_three_
       for i, (article, summary) in enumerate(splits.get(split, splits["validation"])):  # train: unread
         f.write(json.dumps({"id": f"{split}:{i}", "article": article, "summary": summary}) + "\n")
   experiment = tmp_path / "lead.py"
-  experiment.write_text("from attnjax.config import base_config\nfrom attnjax.data.tasks import use_task\n\n\n"
+  experiment.write_text("from attnjax.config import base_config\nfrom attnjax.data.catalogue import use_task\n\n\n"
                         "def get_config():\n  config = base_config()\n  use_task(config, 'cnn_dailymail_subset')\n"
                         f"  config.data.dir = {str(tmp_path)!r}\n  return config\n")
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   workdir = tmp_path / "lead3"
   done = subprocess.run([sys.executable, "-m", "attnjax.baselines", f"--experiment={experiment}",
                          f"--workdir={workdir}", "--split=validation,test"], cwd=root,

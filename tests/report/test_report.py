@@ -16,7 +16,7 @@ from attnjax import fs, report
 from tests.fake_gcs import fake_gcs_server  # noqa: F401  pylint: disable=unused-import  (a fixture)
 from tests.markdown_tables import table_rows
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 TRANSFORMER_BASE = {"name": "transformer", "d_model": 512, "num_heads": 8}
@@ -588,7 +588,7 @@ def test_a_run_without_config_is_placed_from_the_config_its_experiment_file_buil
   """A pending point has only launch.json: the report loads its experiment file (not a table of file names) and
   applies the point's overrides; a file that is gone leaves the run unplaced, never guessed."""
   from attnjax.config import experiment_module  # pylint: disable=g-import-not-at-top
-  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   built = experiment_module(os.path.join(repo, "experiments/multi30k/lstm_luong.py")).get_config()
   _run(tmp_path / "scores" / "dot", launch=_launch("multi30k/lstm_luong", sweep="scores", point="dot", status="pending",
                                                    overrides={"model.attention": "luong_dot"}))
