@@ -196,8 +196,8 @@ def early_stopping(record: dict, step: int, value: float, mode: str) -> dict:
 
 
 def validation_loss(eval_step, params, batches, mesh, rules, *, return_totals: bool = False) -> dict[str, float]:
-  """Loss and NLL over ``batches`` (host-local numpy batches), weighted by the step's ``ntokens``: per target token for
-  seq2seq, per question for extractive QA (``return_totals``: the sums themselves)."""
+  """Loss and NLL over ``batches`` (host-local numpy batches), weighted by the step's ``ntokens`` (what the family's
+  loss counts: target tokens, questions, masked tokens; ``return_totals``: the sums themselves)."""
   totals = {"loss_sum": 0.0, "nll_sum": 0.0, "ntokens": 0.0}
   for batch in batches:
     out = jax.device_get(eval_step(params, partitioning.global_batch(batch, mesh, rules)))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from attnjax import config as config_lib
+from attnjax import families
 from attnjax.data import squad
 from attnjax.data.catalogue import use_task
 from attnjax.families import span_qa
@@ -143,6 +144,7 @@ def test_the_official_protocol_readers_share_task_budget_and_evaluation_and_diff
              for name in ("bilstm", "bert_scratch", "bert_from_minilm")}
   for name, config in configs.items():
     config_lib.validate(config)
+    families.resolve_best(config)  # what the training run ranks its checkpoints by
     assert (config.data.task, config.data.dir, config.train.time_limit_minutes) == (
         "squad_v1_official", "../shared/data", 120.0), name
     assert dict(config.data.splits) == {"test": "squad/dev-v1.1.json.gz"} and config.train.best_metric == "f1"
@@ -200,6 +202,7 @@ def test_the_2_0_reader_is_the_official_1_1_reader_on_the_2_0_task_with_a_null_s
   v1 = importlib.import_module("experiments.squad_v1_official.bert_from_minilm").get_config()
   v2 = importlib.import_module("experiments.squad_v2_with_v1_train.bert_from_minilm").get_config()
   config_lib.validate(v2)
+  families.resolve_best(v2)
   assert (v2.data.task, v2.data.squad_version, v2.data.paragraph_negatives) == ("squad_v2_with_v1_train", "2.0", 0.5)
   assert v2.model.allow_no_answer and v2.train.best_metric == "best_f1_spans"
   model = {k: v for k, v in v2.model.to_dict().items() if k != "allow_no_answer"}
