@@ -225,15 +225,39 @@ def use_platforms(platforms: str | None) -> None:
     sys.modules["jax"].config.update("jax_platforms", platforms)
 
 
-def run(main: Callable[[list[str]], object], *, config_flag: str | None = None) -> None:
+def one_device_per_core() -> int | None:
+  """On a host whose only JAX platform is the CPU, one JAX device per core this process may use
+  (``jax_num_cpu_devices``): a decoding command's data-parallel mesh then decodes a share of each batch on every core,
+  where one CPU device keeps about one core busy between its large operations. Returns the device count set; None
+  (nothing changed) where another platform may be used, ``XLA_FLAGS`` already sets a count, there is one core, or
+  JAX's backends have started (the count is fixed then)."""
+  if os.environ.get("JAX_PLATFORMS", "").strip() != "cpu" and platforms_without_tpu_noise() != "cpu":
+    return None
+  if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
+    return None
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+  if cores < 2:
+    return None
+  import jax  # pylint: disable=g-import-not-at-top
+  try:
+    jax.config.update("jax_num_cpu_devices", cores)
+  except RuntimeError:  # the backends have started: their device count stays
+    return None
+  return cores
+
+
+def run(main: Callable[[list[str]], object], *, config_flag: str | None = None, cpu_cores: bool = False) -> None:
   """``absl.app.run(main)`` with the errors of the module docstring turned into one line and exit status 2.
 
   Args:
     main: the command's main function.
     config_flag: the name of its ml_collections config-file flag, if any (``config``): its overrides are checked
       against the experiment's config before the flags are parsed.
+    cpu_cores: a decoding command: on a CPU-only host, a JAX device per core (:func:`one_device_per_core`).
   """
   use_platforms(platforms_without_tpu_noise())
+  if cpu_cores:
+    one_device_per_core()
   program = os.path.splitext(os.path.basename(sys.argv[0]))[0]
   if program in ("__main__", "__init__"):
     program = "attnjax"

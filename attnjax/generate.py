@@ -81,7 +81,7 @@ def _each(model, prompts, options):
 def run() -> None:
   """The command line: the ``attnjax-generate`` console script, and ``python -m attnjax.generate``."""
   flags.mark_flag_as_required("workdir")
-  cli.run(main)
+  cli.run(main, cpu_cores=True)
 
 
 if __name__ == "__main__":

@@ -220,7 +220,7 @@ def main(argv):
 def run() -> None:
   """The command line: the ``attnjax-translate`` console script, and ``python -m attnjax.translate``."""
   flags.mark_flag_as_required("workdir")
-  cli.run(main)
+  cli.run(main, cpu_cores=True)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,10 @@ time), the median kept. Text in and text out: each engine's tokenization is in i
 
 Outputs are compared with attnjax's: identical, or the count of sentences that differ with the first of them and
 the two engines' log-probabilities of their outputs (a near tie is float rounding choosing between two hypotheses;
-anything else is a different search). Threads: JAX's default, torch's ``set_num_threads(cores)``, CTranslate2's
-``intra_threads=cores``. Needs the ``bench`` extra and ``ctranslate2``.
+anything else is a different search). Threads: attnjax as ``attnjax.translate`` runs, a JAX device per core on a
+CPU-only host (``attnjax.cli.one_device_per_core``: the batch is split over them), and ``attnjax-one-device`` with
+JAX's single CPU device; torch's ``set_num_threads(cores)``; CTranslate2's ``intra_threads=cores``. Needs the
+``bench`` extra and ``ctranslate2``.
 """
 
 from __future__ import annotations
@@ -98,6 +100,9 @@ def convert_ctranslate2(hf_dir: str, out: str) -> None:
 
 class _Attnjax:
   def __init__(self, job):
+    if job.get("cores", True):  # as attnjax.translate runs: a JAX device per core on a CPU-only host
+      from attnjax.cli import one_device_per_core  # pylint: disable=g-import-not-at-top
+      one_device_per_core()
     import attnjax  # pylint: disable=g-import-not-at-top
     self.model = attnjax.load(job["workdir"], checkpoint=job["checkpoint"])
     self.options = dict(decode="beam" if job["beam"] > 1 else "greedy", beam_size=max(job["beam"], 1), alpha=0.0,
@@ -153,7 +158,8 @@ class _CTranslate2:
     return texts, [r.scores[0] for r in results]
 
 
-ENGINES = {"attnjax": (_Attnjax, {}), "transformers": (_Transformers, {}),
+ENGINES = {"attnjax": (_Attnjax, {}), "attnjax-one-device": (_Attnjax, {"cores": False}),
+           "transformers": (_Transformers, {}),
            "ctranslate2": (_CTranslate2, {"compute_type": "float32"}),
            "ctranslate2-int8": (_CTranslate2, {"compute_type": "int8"})}
 

@@ -14,6 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # about a minute: every section's programs compiled on the CPU; in make test, so that CI runs the dry mode
+@pytest.mark.slow  # end to end, by `make test-slow`
 def test_the_dry_run_measures_every_section_and_writes_both_reports(tmp_path):
   from tools import accelerator_check  # pylint: disable=g-import-not-at-top
   env = dict(os.environ, JAX_PLATFORMS="cpu")

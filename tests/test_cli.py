@@ -94,3 +94,37 @@ def test_no_libtpu_noise_on_a_machine_without_a_tpu(tmp_path):
   proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=dict(env, JAX_PLATFORMS="cpu"),
                         capture_output=True, text=True, timeout=300)
   assert proc.stdout.split() == ["cpu", "cpu"]
+
+
+def test_a_decoding_command_gets_a_cpu_device_per_core_unless_the_count_is_set_or_jax_has_started(tmp_path):
+  """The cores this process may use (the affinity mask, set here with taskset-like sched_setaffinity), as JAX CPU
+  devices, for a command run with cpu_cores=True; an XLA_FLAGS count, a command without it, and a JAX whose
+  backends already started keep theirs."""
+  script = textwrap.dedent("""
+      import os, sys
+      os.sched_setaffinity(0, set(list(os.sched_getaffinity(0))[:int(sys.argv[1])] or [0]))
+      from attnjax import cli
+      if sys.argv[3] == "started":
+        import jax
+        jax.devices()
+      def main(argv):
+        import jax
+        print(jax.device_count())
+      cli.run(main, cpu_cores=sys.argv[2] == "cores")
+  """)
+  env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS",)}
+  env["JAX_PLATFORMS"] = "cpu"
+
+  def devices(cores, mode="cores", started="fresh", **extra):
+    proc = subprocess.run([sys.executable, "-c", script, str(cores), mode, started], cwd=ROOT, env=dict(env, **extra),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return int(proc.stdout.split()[-1])
+
+  cores = len(os.sched_getaffinity(0))
+  if cores < 2:
+    pytest.skip("one core: nothing to split")
+  assert devices(2) == 2 and devices(1) == 1
+  assert devices(2, "plain") == 1  # not a decoding command
+  assert devices(2, started="started") == 1  # JAX already running: its one device stays, and no error
+  assert devices(2, XLA_FLAGS="--xla_force_host_platform_device_count=3") == 3

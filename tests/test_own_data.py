@@ -147,6 +147,7 @@ def test_the_guide_has_a_worked_example_per_kind_of_task():
     assert needed in sources, needed
 
 
+@pytest.mark.slow  # end to end, by `make test-slow`
 @pytest.mark.parametrize("workdir", sorted(GROUPS))
 def test_the_guide_commands_run_as_written(workdir, tmp_path):
   write_files(tmp_path)

@@ -17,6 +17,7 @@ import sys
 import time
 
 from etils import epath
+import pytest
 
 # Word-for-word "translations" with a fixed order: enough structure for a tiny model to start learning, and enough
 # distinct words for a 64-piece sentencepiece vocabulary.
@@ -121,6 +122,7 @@ def _event_tags(data: bytes) -> set[str]:
   return tags
 
 
+@pytest.mark.slow  # end to end, by `make test-slow`
 def test_train_evaluate_translate_and_resume_with_everything_in_a_bucket(tmp_path, fake_gcs_server):
   start = time.perf_counter()
   bucket = epath.Path(fake_gcs_server.root)

@@ -11,9 +11,12 @@ One test, so that the reference run is made once (a module fixture would be made
 import json
 import re
 
+import pytest
+
 from tools import faults
 
 
+@pytest.mark.slow  # end to end, by `make test-slow`
 def test_damaged_steps_are_set_aside_and_a_changed_optimiser_is_refused_on_two_processes(tmp_path, capsys):
   ctx = faults.Context(tmp_path)
   ctx.make_reference()

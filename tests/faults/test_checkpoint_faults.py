@@ -177,6 +177,7 @@ def _two_processes(directory, phase, size=4096):
   return [json.loads(out.strip().splitlines()[-1]) for out, _ in outs], [err for _, err in outs]
 
 
+@pytest.mark.slow  # end to end, by `make test-slow`
 def test_two_processes_agree_on_damage_only_one_of_them_can_see_and_on_a_changed_layout(tmp_path):
   """Process 1's files of a step cut short: process 0 reads its own half fine, yet both fall back to the older step
   (then, both damaged, to a fresh start) and set aside the same steps; a changed shape is refused by both."""

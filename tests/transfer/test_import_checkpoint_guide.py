@@ -106,6 +106,7 @@ def _pairs() -> list[str]:
   return [f"{t}\t{' '.join(t.split()[::-1])}" for t in texts]
 
 
+@pytest.mark.slow  # end to end, by `make test-slow`
 def test_fine_tuning_a_checkpoint_trains_translates_and_exports_back_bit_for_bit(tmp_path):
   """8 steps from the Marian checkpoint: the model is the checkpoint's and its parameters moved; the run translates
   with the checkpoint's tokenizer; the export is the checkpoint's format, whose weights read back are the run's, bit
