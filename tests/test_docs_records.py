@@ -307,6 +307,12 @@ def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
       f"{minilm['config']['data']['batch_size']} windows)",
       f"{minilm['scores']['exact_match']:.2f} / {minilm['scores']['f1']:.2f}",
       f"{minilm['config']['train']['time_limit_minutes']:.0f} min")
+  scratch = _one(official, run="squad_v1_official/bert_scratch/single/default")
+  assert scratch["metrics"]["examples"] == 10570
+  row(SQUAD_OFFICIAL, f"the same, from scratch ({_steps(scratch['step'])} steps of "
+      f"{scratch['config']['data']['batch_size']} windows)",
+      f"{scratch['scores']['exact_match']:.2f} / {scratch['scores']['f1']:.2f}",
+      f"{scratch['config']['train']['time_limit_minutes']:.0f} min")
 
   squad2 = _records("results/squad2")
 

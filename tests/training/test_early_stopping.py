@@ -4,6 +4,7 @@ restart of a run that used its time budget (train.time_limit_minutes)."""
 
 import pytest
 
+from attnjax import families
 from attnjax.config import validate
 from attnjax.runtime.checkpointing import Checkpointer
 from attnjax.training import loop
@@ -34,6 +35,7 @@ def test_the_record_follows_a_hand_counted_sequence():
 def test_a_run_stops_after_patience_evaluations_without_improvement_and_stays_stopped(tmp_path, monkeypatch):
   config = lm_fixture.tiny_lm_config(tmp_path / "data", steps=60, eval_every=5, checkpoint_every=5, log_every=5,
                                      sync_every=5, patience=3)
+  families.resolve_best(config)  # the language model's own (bits per byte, lower is better), as training sets it
   metric = config.train.best_metric
   real, calls = loop.Experiment.evaluate, []
 
