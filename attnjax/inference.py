@@ -26,7 +26,6 @@ from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding, PartitionSpec as P
 import numpy as np
 
-from attnjax import fs
 from attnjax.progress import Progress
 from attnjax.tokens import round_up
 from attnjax.data.vocab import UNK_ID
@@ -34,7 +33,6 @@ from attnjax.decoding import ATTNJAX, SearchRules, beam_search, greedy_search, s
 from attnjax.models.interface import PAD_ID
 from attnjax.runtime import partitioning
 from attnjax.runtime.checkpointing import Checkpointer
-from attnjax.runtime.params import param_shardings
 
 DECODES = ("beam", "greedy", "sample")
 _FILLER_ID = UNK_ID  # filler rows hold one token, so that no row is empty (their output is dropped)
@@ -144,10 +142,34 @@ class Decoder:
     n_out = 3 if return_attention else 2
     self._fn = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(), spec, P()), out_specs=(spec,) * n_out,
                                      check_vma=False))
+    self._local = jax.jit(local)  # a small batch's whole search on the first device (see one_device)
+    self._params_one: tuple[Any, Any] | None = None  # (replicated params, the first device's copy of them)
 
   def __call__(self, params, src, rng=None):
     out = self._fn(params, src, jax.random.PRNGKey(0) if rng is None else rng)
     return out if self.return_attention else (*out, None)
+
+  def one_device(self, sentences: int) -> bool:
+    """Whether ``sentences`` decode on the mesh's first device alone: fewer sentences than devices, in one process.
+    Split over the devices, such a batch would give some devices filler rows only and every step a synchronisation
+    across devices; on a CPU host with a JAX device per core, one sentence decoded 1.3-1.5x slower split over two
+    devices than on one (docs/benchmarks.md)."""
+    return jax.process_count() == 1 and 1 < self.rows.mesh.size and sentences < self.rows.mesh.size
+
+  def decode_rows(self, params, src: np.ndarray, rng=None, *, one_device: bool = False):
+    """``(tokens, scores, attention or None)`` on the host for the host rows ``src`` (the whole global batch):
+    split over the mesh, or (``one_device``) the whole search on the mesh's first device."""
+    rng = jax.random.PRNGKey(0) if rng is None else rng
+    if not one_device:
+      out = self(params, self.rows.put(src), rng)
+      return tuple(None if x is None else to_host(x) for x in out)
+    device = self.rows.mesh.devices.flat[0]
+    if self._params_one is None or self._params_one[0] is not params:  # the replicated copy already on that device
+      on_device = lambda x: next(shard.data for shard in x.addressable_shards if shard.device == device)
+      self._params_one = (params, jax.tree_util.tree_map(on_device, params))
+    out = self._local(self._params_one[1], jax.device_put(src, device), jax.device_put(rng, device))
+    out = out if self.return_attention else (*out, None)
+    return tuple(None if x is None else np.asarray(x) for x in out)
 
   def lower(self, params, src, rng=None):
     return self._fn.lower(params, src, jax.random.PRNGKey(0) if rng is None else rng)
@@ -170,7 +192,8 @@ def translate_texts(decoder: Decoder, params, src_vocab, tgt_vocab, texts: Seque
 
   ``batch_size`` is the global number of sentences per step, rounded up to a multiple of the device count; a last
   batch with fewer sentences takes the next power of two rows instead (one sentence decodes as a batch of one, not
-  of ``batch_size``), so that a few compiled shapes serve every call.
+  of ``batch_size``), so that a few compiled shapes serve every call; a batch of fewer sentences than devices decodes
+  on one device (:meth:`Decoder.one_device`).
   """
   encoded = [src_vocab.encode(t) for t in texts]
   truncated = sum(len(ids) > max_src_len for ids in encoded)
@@ -186,15 +209,15 @@ def translate_texts(decoder: Decoder, params, src_vocab, tgt_vocab, texts: Seque
   for begin in range(0, len(order), full):
     progress.update(begin)
     chunk = order[begin:begin + full]
-    rows = min(full, decoder.rows.rows(1 << max(len(chunk) - 1, 0).bit_length()))
+    one_device = decoder.one_device(len(chunk))
+    rows = 1 << max(len(chunk) - 1, 0).bit_length()
+    rows = rows if one_device else min(full, decoder.rows.rows(rows))
     width = _width(len(encoded[chunk[0]]), max_src_len)
     src = np.full((rows, width), PAD_ID, np.int32)
     src[:, 0] = _FILLER_ID
     for row, i in enumerate(chunk):
       src[row, :len(encoded[i])] = encoded[i]
-    tokens, scores, attn = decoder(params, decoder.rows.put(src), rng)
-    tokens, scores = to_host(tokens), to_host(scores)
-    attn = None if attn is None else to_host(attn)
+    tokens, scores, attn = decoder.decode_rows(params, src, rng, one_device=one_device)
     for row, i in enumerate(chunk):
       n_best[i] = [(tgt_vocab.decode(tokens[row, k].tolist()).replace("\n", " "), float(scores[row, k]))
                    for k in range(tokens.shape[1])]

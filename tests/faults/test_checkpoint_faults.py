@@ -14,6 +14,7 @@ import pytest
 
 from attnjax.runtime import checkpointing
 from attnjax.runtime.checkpointing import Checkpointer, CheckpointRestoreError
+from tests.devices import cpu_devices_env
 from tools import faults
 
 
@@ -165,7 +166,7 @@ def test_every_process_acts_on_the_same_verdict():
 
 
 def _two_processes(directory, phase, size=4096):
-  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1")
+  env = cpu_devices_env(1)
   port = faults._free_port()  # pylint: disable=protected-access
   procs = [subprocess.Popen([sys.executable, "-m", "tests.faults.two_process_restore", f"--process_id={i}",
                              f"--port={port}", f"--directory={directory}", f"--phase={phase}", f"--size={size}"],

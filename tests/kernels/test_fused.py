@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from attnjax.kernels import fused, scaled_dot_product_attention
+from tests.devices import cpu_devices_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -220,7 +221,7 @@ def test_splash_attention_sharded_over_a_mesh_in_shard_map():
       want = scaled_dot_product_attention(q, k, v, is_causal=True, q_segment_ids=ones, kv_segment_ids=seg)
       print(float(jnp.max(jnp.abs(sharded(q, k, v) - want))))
   """)
-  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
+  env = cpu_devices_env(4)
   proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert float(proc.stdout.strip().splitlines()[-1]) < 2e-5

@@ -17,6 +17,7 @@ import optax
 import pytest
 
 from attnjax.training.optim import FusedUpdate, make_optimizer
+from tests.devices import cpu_devices_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -139,7 +140,7 @@ def test_sharded_parameters_are_refused_by_name():
       except ValueError as e:
         print("ERROR:", e)
       """)
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+  env = cpu_devices_env(2)
   proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
                         timeout=300)
   assert "ERROR: train.fused_update needs replicated parameters, but the mesh" in proc.stdout, proc.stderr[-2000:]

@@ -10,6 +10,8 @@ import sys
 import numpy as np
 import pytest
 
+from tests.devices import cpu_devices_env
+
 # one worker runs this module's tests (make test: --dist=loadgroup), so its module fixture is built once
 pytestmark = pytest.mark.xdist_group("tests/training/test_sharded_training.py")
 
@@ -17,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _spawn(devices, *args):
-  env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu")
+  env = cpu_devices_env(devices)
   return subprocess.Popen([sys.executable, "-m", "tests.training.run_steps", "--steps=20", *args], cwd=ROOT, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
