@@ -31,6 +31,45 @@ def apply_fn(model, method=None, *, jit=False, **kwargs):
   return jax.jit(fn) if jit else fn
 
 
+_STATIC = (int, float, bool, str, type(None))
+_JITTED: dict[int, tuple[object, "Jitted"]] = {}
+
+
+class Jitted:
+  """``model.apply`` under ``jax.jit``, compiled once per method, Python-valued arguments and shapes, and kept.
+
+  Op by op, a model that scans (the RNNs, the BiLSTM reader) compiles its scans again on every call, since each call
+  traces them anew; jitted, a test that applies a model several times at one shape compiles it once. Arguments that
+  are Python scalars or None (a cache length) and keyword arguments other than ``rngs`` are static.
+  """
+
+  def __init__(self, model):
+    self.model = model
+    self._fns = {}
+
+  def __call__(self, variables, *args, method=None, rngs=None, **static):
+    fixed = tuple(a if isinstance(a, _STATIC) else _Traced for a in args)
+    key = (getattr(method, "__name__", method), fixed, tuple(sorted(static.items())), rngs is None)
+    if key not in self._fns:
+      def run(variables, traced, rngs):
+        it = iter(traced)
+        full = [next(it) if f is _Traced else f for f in fixed]
+        return self.model.apply(variables, *full, method=method, rngs=rngs, **static)
+      self._fns[key] = jax.jit(run)
+    return self._fns[key](variables, [a for a in args if not isinstance(a, _STATIC)], rngs)
+
+
+class _Traced:  # marks an argument passed to the compiled program (not a constant of it)
+  pass
+
+
+def jitted(model) -> Jitted:
+  """The :class:`Jitted` apply of ``model`` (kept for the test session, one per model object)."""
+  if id(model) not in _JITTED:
+    _JITTED[id(model)] = (model, Jitted(model))
+  return _JITTED[id(model)][1]
+
+
 def init(model, src, tgt, seed=0, *, jit=False):
   fn = jax.jit(model.init) if jit else model.init
   return fn({"params": jax.random.PRNGKey(seed), "dropout": jax.random.PRNGKey(seed + 1)}, src, tgt)

@@ -53,6 +53,11 @@ def setup_for(config):
   return _setup(tuple(sorted(config.items())))
 
 
+def _apply(model, *args, **kwargs):
+  """``model.apply`` jitted, once per model, method and shape (op by op, the RNNs' scans compile on every call)."""
+  return conformance.jitted(model)(*args, **kwargs)
+
+
 def _close(a, b, atol=1e-5):
   np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=atol, rtol=1e-5)
 
@@ -63,25 +68,25 @@ def _close(a, b, atol=1e-5):
 @pytest.mark.parametrize("config", CONFIGS, ids=_id)
 def test_logits_shape_and_finite(config):
   model, variables, src, tgt_in = setup_for(config)
-  logits = model.apply(variables, src, tgt_in)
+  logits = _apply(model, variables, src, tgt_in)
   assert logits.shape == (B, T, V) and logits.dtype == jnp.float32
   assert np.isfinite(np.asarray(logits)).all()
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=_id)
 def test_finite_nonzero_gradients(config):
-  conformance.assert_finite_nonzero_gradients(*setup_for(config))
+  conformance.assert_finite_nonzero_gradients(*setup_for(config), jit=True)
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=_id)
 @pytest.mark.parametrize("prefill", [0, 2])
 def test_teacher_forcing_equals_incremental(config, prefill):
-  conformance.assert_teacher_forcing_equals_incremental(*setup_for(config), prefill=prefill)
+  conformance.assert_teacher_forcing_equals_incremental(*setup_for(config), prefill=prefill, jit=True)
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=_id)
 def test_padding_does_not_change_real_positions(config):
-  conformance.assert_padding_does_not_change_real_positions(*setup_for(config))
+  conformance.assert_padding_does_not_change_real_positions(*setup_for(config), jit=True)
 
 
 @pytest.mark.parametrize("config", [
@@ -96,8 +101,8 @@ def test_padding_does_not_change_real_positions(config):
 ], ids=_id)
 def test_variants_conform(config):
   model, variables, src, tgt_in = setup_for(config)
-  conformance.assert_teacher_forcing_equals_incremental(model, variables, src, tgt_in, prefill=2)
-  conformance.assert_padding_does_not_change_real_positions(model, variables, src, tgt_in)
+  conformance.assert_teacher_forcing_equals_incremental(model, variables, src, tgt_in, prefill=2, jit=True)
+  conformance.assert_padding_does_not_change_real_positions(model, variables, src, tgt_in, jit=True)
   if config.get("tie_output_embedding"):
     assert "output" not in variables["params"] and "output_bias" in variables["params"]
 
@@ -144,10 +149,10 @@ def test_maxout_dim_sets_the_readout_size(maxout_dim, units):
 
 def test_dropout_is_active_only_when_not_deterministic():
   model, variables, src, tgt_in = setup_for(dict(attention="luong_general"))
-  train = [model.apply(variables, src, tgt_in, deterministic=False, rngs={"dropout": jax.random.PRNGKey(k)})
+  train = [_apply(model, variables, src, tgt_in, deterministic=False, rngs={"dropout": jax.random.PRNGKey(k)})
            for k in range(2)]
   assert not np.allclose(np.asarray(train[0]), np.asarray(train[1]))
-  _close(model.apply(variables, src, tgt_in, deterministic=True), model.apply(variables, src, tgt_in))
+  _close(_apply(model, variables, src, tgt_in, deterministic=True), _apply(model, variables, src, tgt_in))
 
 
 # --------------------------------------------------------------------------------------------- memory and cache
@@ -161,7 +166,7 @@ def test_dropout_is_active_only_when_not_deterministic():
 ], ids=_id)
 def test_memory_layout(config, keys):
   model, variables, src, _ = setup_for(config)
-  memory = model.apply(variables, src, method=model.encode)
+  memory = _apply(model, variables, src, method=model.encode)
   assert set(memory) == keys
   bahdanau = config["attention"] == "bahdanau"
   dk = 2 * H if bahdanau else H
@@ -184,15 +189,15 @@ def test_memory_layout(config, keys):
 def test_cache_layout_and_index(config, keys):
   model, variables, src, tgt_in = setup_for(config)
   layers = config.get("num_layers", 1)
-  memory = model.apply(variables, src, method=model.encode)
-  cache = model.apply(variables, memory, T, method=model.init_cache)
+  memory = _apply(model, variables, src, method=model.encode)
+  cache = _apply(model, variables, memory, T, method=model.init_cache)
   assert set(cache) == keys
   assert cache["h"].shape == (B, layers, H) and cache["index"].dtype == jnp.int32
   np.testing.assert_array_equal(np.asarray(cache["index"]), 0)
-  out = model.apply(variables, tgt_in[:, :3], memory, cache, method=model.decode)
+  out = _apply(model, variables, tgt_in[:, :3], memory, cache, method=model.decode)
   np.testing.assert_array_equal(np.asarray(out.cache["index"]), 3)
   assert jax.tree_util.tree_map(jnp.shape, out.cache) == jax.tree_util.tree_map(jnp.shape, cache)
-  assert model.apply(variables, tgt_in, memory, method=model.decode).cache is None
+  assert _apply(model, variables, tgt_in, memory, method=model.decode).cache is None
 
 
 # ----------------------------------------------------------------------------------------------------- attention
@@ -201,8 +206,8 @@ def test_cache_layout_and_index(config, keys):
 @pytest.mark.parametrize("config", CONFIGS, ids=_id)
 def test_attention_weights(config):
   model, variables, src, tgt_in = setup_for(config)
-  memory = model.apply(variables, src, method=model.encode)
-  out = model.apply(variables, tgt_in, memory, method=model.decode, return_attention=True)
+  memory = _apply(model, variables, src, method=model.encode)
+  out = _apply(model, variables, tgt_in, memory, method=model.decode, return_attention=True)
   if config["attention"] is None:
     assert out.attention is None
     return
@@ -211,22 +216,22 @@ def test_attention_weights(config):
   np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
   np.testing.assert_array_equal(weights[~np.broadcast_to(np.asarray(memory["src_mask"])[:, None], weights.shape)], 0)
   # The cached path reports the same weights, step by step.
-  cache = model.apply(variables, memory, T, method=model.init_cache)
+  cache = _apply(model, variables, memory, T, method=model.init_cache)
   steps = []
   for t in range(T):
-    step = model.apply(variables, tgt_in[:, t:t + 1], memory, cache, method=model.decode, return_attention=True)
+    step = _apply(model, variables, tgt_in[:, t:t + 1], memory, cache, method=model.decode, return_attention=True)
     cache = step.cache
     steps.append(step.attention)
   _close(jnp.concatenate(steps, axis=1), weights)
-  assert model.apply(variables, tgt_in, memory, method=model.decode).attention is None
+  assert _apply(model, variables, tgt_in, memory, method=model.decode).attention is None
 
 
 def _attention_after_changing_first_token(config):
   model, variables, src, tgt_in = setup_for(config)
-  memory = model.apply(variables, src, method=model.encode)
+  memory = _apply(model, variables, src, method=model.encode)
   changed = tgt_in.at[:, 0].set(7)
   assert not np.array_equal(np.asarray(changed[:, 0]), np.asarray(tgt_in[:, 0]))
-  return [np.asarray(model.apply(variables, y, memory, method=model.decode, return_attention=True).attention)
+  return [np.asarray(_apply(model, variables, y, memory, method=model.decode, return_attention=True).attention)
           for y in (tgt_in, changed)]
 
 
@@ -266,9 +271,9 @@ def test_padded_encoding_equals_unpadded_per_row(config):
   # Each row's annotations and final states must be those of the row encoded alone without padding: reversal and
   # the backward pass start at the last REAL token, and frozen carries ignore the padding.
   model, variables, src, _ = setup_for(config)
-  memory = model.apply(variables, src, method=model.encode)
+  memory = _apply(model, variables, src, method=model.encode)
   for b, length in enumerate(SRC_LENGTHS):
-    alone = model.apply(variables, src[b:b + 1, :length], method=model.encode)
+    alone = _apply(model, variables, src[b:b + 1, :length], method=model.encode)
     _close(memory["annotations"][b, :length], alone["annotations"][0])
     for key in ("final_h", "final_c"):
       if key in alone:
@@ -283,18 +288,18 @@ def test_reverse_source_reads_each_row_backwards():
   reverse, variables, src, _ = setup_for(dict(attention=None, reverse_source=True))
   forward = _model(attention=None)
   mask = src != PAD_ID
-  mem_rev = reverse.apply(variables, src, method=reverse.encode)
-  mem_fwd = forward.apply(variables, reverse_real_tokens(src, mask), method=forward.encode)
+  mem_rev = _apply(reverse, variables, src, method=reverse.encode)
+  mem_fwd = _apply(forward, variables, reverse_real_tokens(src, mask), method=forward.encode)
   _close(mem_rev["final_h"], mem_fwd["final_h"])
   _close(mem_rev["annotations"], reverse_real_tokens(mem_fwd["annotations"], mask))
-  assert not np.allclose(np.asarray(mem_rev["final_h"]), np.asarray(forward.apply(
+  assert not np.allclose(np.asarray(mem_rev["final_h"]), np.asarray(_apply(forward, 
       variables, src, method=forward.encode)["final_h"]))
 
 
 def test_sutskever_decoder_starts_from_last_real_encoder_state():
   model, variables, src, _ = setup_for(dict(attention=None))
-  memory = model.apply(variables, src, method=model.encode)
-  cache = model.apply(variables, memory, T, method=model.init_cache)
+  memory = _apply(model, variables, src, method=model.encode)
+  cache = _apply(model, variables, memory, T, method=model.init_cache)
   last = np.asarray(SRC_LENGTHS) - 1
   # The top layer's output at each row's last real token is its final hidden state.
   _close(cache["h"][:, 0], memory["annotations"][np.arange(B), last])
@@ -304,8 +309,8 @@ def test_sutskever_decoder_starts_from_last_real_encoder_state():
 def test_bahdanau_initial_state_is_tanh_of_backward_first_annotation():
   # s_0 = tanh(W_s ←h_1), and ←h_1 is the backward half of the first annotation.
   model, variables, src, _ = setup_for(dict(attention="bahdanau", cell="gru"))
-  memory = model.apply(variables, src, method=model.encode)
-  cache = model.apply(variables, memory, T, method=model.init_cache)
+  memory = _apply(model, variables, src, method=model.encode)
+  cache = _apply(model, variables, memory, T, method=model.init_cache)
   w_s = variables["params"]["init_state_0"]["kernel"]
   _close(cache["h"][:, 0], jnp.tanh(memory["annotations"][:, 0, H:] @ w_s))
 
@@ -313,9 +318,9 @@ def test_bahdanau_initial_state_is_tanh_of_backward_first_annotation():
 def test_explicit_src_mask_is_used():
   model, variables, src, tgt_in = setup_for(dict(attention="luong_general"))
   mask = jnp.asarray(np.arange(S)[None, :] < np.array([2, 2, 1])[:, None])
-  memory = model.apply(variables, src, mask, method=model.encode)
+  memory = _apply(model, variables, src, mask, method=model.encode)
   np.testing.assert_array_equal(np.asarray(memory["src_mask"]), np.asarray(mask))
-  _close(model.apply(variables, src, tgt_in, mask), model.apply(variables, src * mask, tgt_in))
+  _close(_apply(model, variables, src, tgt_in, mask), _apply(model, variables, src * mask, tgt_in))
 
 
 # ---------------------------------------------------------------------------------------------------- validation
