@@ -34,7 +34,7 @@ def random_model():
 def _next_log_probs(model, variables, src, prefixes):
   """``[N, V]`` log-softmax of the next token after each prefix (token lists of one length), by teacher forcing."""
   tgt_in = jnp.asarray([[BOS_ID] + p for p in prefixes], jnp.int32)
-  logits = model.apply(variables, jnp.broadcast_to(src, (len(prefixes), src.shape[0])), tgt_in)
+  logits = conformance.jitted(model)(variables, jnp.broadcast_to(src, (len(prefixes), src.shape[0])), tgt_in)
   return np.asarray(jax.nn.log_softmax(logits[:, -1].astype(jnp.float32)), np.float64)
 
 
