@@ -37,7 +37,7 @@ def random_model():
 def _log_prob(model, variables, src, tokens):
   """log P(tokens | src) by teacher forcing, tokens [L] ending in EOS."""
   tgt_in = jnp.asarray([[BOS_ID] + list(tokens[:-1])])
-  logits = model.apply(variables, src[None], tgt_in)
+  logits = conformance.jitted(model)(variables, src[None], tgt_in)
   return float(jnp.sum(jax.nn.log_softmax(logits[0])[jnp.arange(len(tokens)), jnp.asarray(tokens)]))
 
 
@@ -46,7 +46,7 @@ def _log_probs(model, variables, src, sequences):
   in one batch: :func:`_log_prob` of each, one model call instead of one per sequence."""
   tokens = jnp.asarray(sequences, jnp.int32)
   tgt_in = jnp.concatenate([jnp.full((len(sequences), 1), BOS_ID, jnp.int32), tokens[:, :-1]], axis=1)
-  logits = model.apply(variables, jnp.broadcast_to(src, (len(sequences), src.shape[0])), tgt_in)
+  logits = conformance.jitted(model)(variables, jnp.broadcast_to(src, (len(sequences), src.shape[0])), tgt_in)
   log_probs = jnp.take_along_axis(jax.nn.log_softmax(logits), tokens[..., None], axis=-1)[..., 0]
   return [float(x) for x in log_probs.sum(-1)]
 

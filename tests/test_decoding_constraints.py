@@ -82,7 +82,7 @@ def test_greedy_with_constraints_takes_the_best_allowed_token_at_every_step(tiny
     prefix = []
     while not prefix or prefix[-1] != EOS_ID:
       tgt_in = jnp.asarray([[BOS_ID] + prefix])
-      logits = np.asarray(model.apply(variables, src[b:b + 1], tgt_in))[0, -1]
+      logits = np.asarray(conformance.jitted(model)(variables, src[b:b + 1], tgt_in))[0, -1]
       allowed = [w for w in (3, 4, 5) if not _completes_a_seen_ngram(prefix, w, n)]
       if len(prefix) >= min_len:
         allowed.append(EOS_ID)

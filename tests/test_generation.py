@@ -12,6 +12,7 @@ import pytest
 from attnjax import generation
 from attnjax.models.lm import DecoderLM
 from attnjax.tokens import BOS_ID, EOS_ID, PAD_ID
+from tests.models import conformance
 
 LOGITS = jnp.asarray([0.0, 0.0, 0.0, 2.0, 1.5, 1.4, 0.3, -1.0, 0.9, 2.2, -0.5, 0.1])  # PAD, BOS, EOS, then words
 N = 20_000
@@ -74,7 +75,7 @@ def test_greedy_generation_over_the_cache_equals_the_argmax_of_teacher_forcing_s
   sequence = list(np.asarray(prompt[0]))
   expected = []
   for _ in range(10):
-    logits = np.array(model.apply({"params": params}, jnp.asarray([sequence], jnp.int32)))[0, -1]
+    logits = np.array(conformance.jitted(model)({"params": params}, jnp.asarray([sequence], jnp.int32)))[0, -1]
     logits[[PAD_ID, BOS_ID]] = -np.inf
     logits[20:] = -np.inf
     token = int(np.argmax(logits))
