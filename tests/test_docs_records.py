@@ -330,6 +330,11 @@ def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
   assert v2_official["config"]["data"]["paragraph_negatives"] == 0.5
   row(SQUAD2, "the same, trained also on SQuAD 1.1 train, with unanswerable questions from other paragraphs",
       _squad2_scores(v2_official["scores"]), f"{v2_official['config']['train']['time_limit_minutes']:.0f} min")
+  repeats = _one(official, run="squad_v2_with_v1_train/bert_from_minilm_repeats/single/default")
+  assert repeats["config"]["data"]["unanswerable_repeats"] == 10
+  assert not repeats["config"]["data"]["paragraph_negatives"]
+  row(SQUAD2, "the same, trained also on SQuAD 1.1 train, each unanswerable question ten times an epoch",
+      _squad2_scores(repeats["scores"]), f"{repeats['config']['train']['time_limit_minutes']:.0f} min")
 
   lm = _one(scaling, run="wikipedia/lm/size/l4d192")
   from attnjax.report.scaling import non_embedding_params  # pylint: disable=g-import-not-at-top

@@ -69,8 +69,29 @@ def role(record: dict) -> str:
 NAMES = {"baseline": "always no answer", "lstm": "BiLSTM", "scratch": "BERT from scratch"}
 
 
+def experiment_name(record: dict) -> str:
+  """The experiment a run belongs to: its run path less the sweep and the point (``.../bert_from_minilm``)."""
+  parts = str(record.get("run") or "").split("/")
+  return parts[-3] if len(parts) >= 3 else str(record.get("run"))
+
+
+def recipe_keys(runs: list[dict]) -> list[str]:
+  """Each run's key in the comparisons: its :func:`role`, and where runs of one role come from several experiment
+  files (other recipes, not other seeds of one) the experiment too, ``"<role>: <experiment>"``; the runs of one
+  experiment (its seeds, its sweep points) share a key and are averaged."""
+  experiments: dict[str, set[str]] = {}
+  for r in runs:
+    experiments.setdefault(role(r), set()).add(experiment_name(r))
+  return [role(r) if len(experiments[role(r)]) == 1 else f"{role(r)}: {experiment_name(r)}" for r in runs]
+
+
+def _base(key: str) -> str:
+  return key.split(": ", 1)[0]
+
+
 def _name(key: str) -> str:
-  return NAMES.get(key, f"from {key}")
+  base, _, experiment = key.partition(": ")
+  return NAMES.get(base, f"from {base}") + (f" ({experiment})" if experiment else "")
 
 
 def answered_share(record: dict) -> float | None:
@@ -151,7 +172,7 @@ def claims_and_goals(by_role: dict[str, list[dict]]) -> str:
   """The claim table (the pre-trained readers against the BiLSTM; every reader against the baseline) and the goals,
   from the runs of each role."""
   c = _Comparisons(by_role)
-  pretrained = sorted(key for key in c.f1 if key not in ("baseline", "lstm", "scratch"))
+  pretrained = sorted(key for key in c.f1 if _base(key) not in ("baseline", "lstm", "scratch"))
   rows = []
   if "lstm" in c.f1 and pretrained:
     outcomes = {key: c.compare(key, "lstm") for key in pretrained}
@@ -180,16 +201,17 @@ def claims_and_goals(by_role: dict[str, list[dict]]) -> str:
              "the same F1 on every question" if (key, "baseline") in c.identical else "on point estimates")
     return ("beats the baseline" if against_baseline[key] == 1 else "does not beat the baseline") + f" ({shown})"
 
-  minilm = c.f1.get(MINILM)
-  if minilm is None:
+  minilm_keys = [key for key in sorted(c.f1) if _base(key) == MINILM]
+  if not minilm_keys:
     lines.append(f"- Goal: the reader from {MINILM} reaches {GOAL_MINILM_F1:g} F1 and beats always answering "
                  "nothing: not measured.")
     lines.append(f"- Ambition: the reader from {MINILM} reaches {AMBITION_MINILM_F1:g} F1: not measured.")
-  else:
-    met = minilm >= GOAL_MINILM_F1 and against_baseline.get(MINILM) == 1
-    lines.append(f"- Goal: the reader from {MINILM} reaches {GOAL_MINILM_F1:g} F1 and beats always answering "
-                 f"nothing: {'met' if met else 'missed'} (F1 {minilm:.2f}; {beats_baseline(MINILM)}).")
-    lines.append(f"- Ambition: the reader from {MINILM} reaches {AMBITION_MINILM_F1:g} F1: "
+  for key in minilm_keys:  # each recipe on its own
+    minilm, which = c.f1[key], "" if key == MINILM else f" ({key.split(': ', 1)[1]})"
+    met = minilm >= GOAL_MINILM_F1 and against_baseline.get(key) == 1
+    lines.append(f"- Goal: the reader from {MINILM}{which} reaches {GOAL_MINILM_F1:g} F1 and beats always answering "
+                 f"nothing: {'met' if met else 'missed'} (F1 {minilm:.2f}; {beats_baseline(key)}).")
+    lines.append(f"- Ambition: the reader from {MINILM}{which} reaches {AMBITION_MINILM_F1:g} F1: "
                  f"{'met' if minilm >= AMBITION_MINILM_F1 else 'missed'} ({minilm:.2f}).")
   if "lstm" in c.f1:
     lines.append(f"- Goal: the BiLSTM reader beats always answering nothing: "
@@ -201,6 +223,7 @@ def claims_and_goals(by_role: dict[str, list[dict]]) -> str:
 
 
 def _seed(key: str) -> str:
+  key = _base(key)
   em_f1 = SEED_V2.get("lstm" if key == "lstm" else "pretrained" if key not in ("baseline", "scratch") else "")
   return "—" if em_f1 is None else f"{em_f1[0]} / {em_f1[1]}"
 
@@ -216,20 +239,20 @@ def squad2_section(records: list[dict], out: fs.PathLike) -> str | None:
   for task, runs in sorted(by_task.items()):
     runs = sorted(runs, key=lambda r: (order.get(role(r), 3), r["label"] or "", r["run"]))
     rows, by_role, notes = [], {}, []
-    for r in runs:
-      key = role(r)
+    for r, key in zip(runs, recipe_keys(runs)):
       by_role.setdefault(key, []).append(r)
       m = r["metrics"]
       threshold = m.get("no_answer_threshold")
       answered = answered_share(r)
       spans, auc = m.get("HasAns_f1_spans"), m.get("no_answer_auc")
-      rows.append([r["label"] or "?", "—" if key == "baseline" else "random" if key in ("lstm", "scratch") else key,
+      base = _base(key)
+      rows.append([r["label"] or "?", "—" if base == "baseline" else "random" if base in ("lstm", "scratch") else base,
                    f"{m['exact_match']:.2f}", f"{m['f1']:.2f}", f"{m['HasAns_f1']:.2f}", f"{m['NoAns_f1']:.2f}",
                    "—" if answered is None else f"{answered:.1f}%", "—" if spans is None else f"{spans:.2f}",
                    "—" if auc is None else f"{auc:.3f}",
                    "—" if threshold is None else f"{threshold:.2f} ({m.get('no_answer_threshold_from', 'its split')})",
                    _seed(key), fine_tuning(r), r["run"]])
-      notes.append(f"- {r['label']}: {carried_by(m)}.")
+      notes.append(f"- {r['label']}{'' if key == base else f' ({experiment_name(r)})'}: {carried_by(m)}.")
     split = runs[0]["split"]
     table = markdown_table(["reader", "starts from", f"{split} EM", f"{split} F1", "HasAns F1", "NoAns F1",
                             "answered", "HasAns F1 answering all", "no-answer AUC", "no-answer threshold (chosen on)", "seed EM / F1 (SQuAD 2.0)",

@@ -176,3 +176,24 @@ def test_a_baseline_scored_for_a_fine_tuned_readers_experiment_is_the_baseline_n
   assert squad2.role({"label": label, "config": config}) == "baseline"
   reader = {"model": {"name": "span_qa", "encoder": "bert"}, "train": config["train"]}
   assert runs._label(reader["model"], reader).endswith("(from all-MiniLM-L6-v2)")  # pylint: disable=protected-access
+
+
+def test_two_recipes_from_one_encoder_are_compared_apart_and_the_seeds_of_one_recipe_together():
+  """Runs from one encoder are one arm (their F1 averaged) only when they come from one experiment file: those are
+  seeds or sweep points of one recipe. Another experiment file is another recipe, with its own verdict and goal."""
+  source = {"train": {"init_encoder_from": ".cache/all-MiniLM-L6-v2"}}
+  runs = [{"run": "task/bert_from_minilm/seeds/seed_0", "config": source},
+          {"run": "task/bert_from_minilm/seeds/seed_1", "config": source},
+          {"run": "task/bert_from_minilm_repeats/single/default", "config": source},
+          {"run": "no_answer", "label": squad2.BASELINE, "config": {}}]
+  assert squad2.recipe_keys(runs) == ["all-MiniLM-L6-v2: bert_from_minilm", "all-MiniLM-L6-v2: bert_from_minilm",
+                                      "all-MiniLM-L6-v2: bert_from_minilm_repeats", "baseline"]
+  assert squad2.recipe_keys(runs[:2]) == ["all-MiniLM-L6-v2"] * 2  # one recipe: the encoder names it
+  score = lambda f1: {"scores": {"f1": f1}, "metrics": {}}  # noqa: E731
+  text = squad2.claims_and_goals({"baseline": [score(50.0)], "all-MiniLM-L6-v2: a": [score(59.0)],
+                                  "all-MiniLM-L6-v2: b": [score(55.0), score(57.0)]})
+  assert "from all-MiniLM-L6-v2 (a) reaches 58 F1 and beats always answering nothing: met (F1 59.00;" in text
+  assert "from all-MiniLM-L6-v2 (b) reaches 58 F1 and beats always answering nothing: missed (F1 56.00;" in text
+  claims = {row["claim (F1)"]: row["evidence"] for row in table_rows(text, "| claim (F1)")}
+  assert claims["from all-MiniLM-L6-v2 (b) beats always answering nothing"] == (
+      "from all-MiniLM-L6-v2 (b) 56.00, always no answer 50.00")
