@@ -292,7 +292,7 @@ squad-official: $(VENV)/.installed minilm
 # that shape on squad_v1_official (120 minutes each: from scratch, from each encoder), recorded. TRANSFER keeps the
 # pre-training runs (outside the checkout for runs that outlive a working stretch); a re-run resumes what is left.
 TRANSFER_OFFICIAL ?= runs/transfer_official
-TRANSFER_READERS = bert_scratch_budget bert_from_wikipedia_mlm bert_from_task_text_mlm
+TRANSFER_OFFICIAL_READERS = bert_scratch_budget bert_from_wikipedia_mlm bert_from_task_text_mlm
 transfer-official: $(VENV)/.installed minilm
 	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER) \
 	  --experiment=experiments/wikipedia/bert_mlm_budget.py --split=test
@@ -302,7 +302,7 @@ transfer-official: $(VENV)/.installed minilm
 	  --out=results/transfer_official/encoders/wikipedia --dtype=bfloat16
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.export --workdir=$(TRANSFER)/squad_v1_official/bert_mlm_task_text/single/default \
 	  --out=results/transfer_official/encoders/task_text --dtype=bfloat16
-	set -e; for reader in $(TRANSFER_READERS); do \
+	set -e; for reader in $(TRANSFER_OFFICIAL_READERS); do \
 	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER_OFFICIAL) \
 	    --experiment=experiments/squad_v1_official/$$reader.py --split=validation,test; done
 	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(TRANSFER) --dst=results/transfer_official/pretraining
