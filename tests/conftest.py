@@ -4,6 +4,8 @@ import atexit
 import contextlib
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 
 # libtpu is installed for the compile tool's TPU topologies: keep every test process (and its subprocesses) on the
@@ -39,8 +41,15 @@ os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 # decoding tests applying their models jitted (tests/models/conformance.py: Jitted), `make test` on an idle 2-core
 # AMD EPYC took 13:49 instead of 20:29 (CPU time 26:39 instead of 39:18). The subprocesses a test starts keep the
 # flag (tests/devices.py); XLA_FLAGS naming it already wins.
+# XLA aborts a process on a flag it does not know, and jax is not pinned: a subprocess asks this jaxlib first (once:
+# the xdist workers and the tests' subprocesses inherit the result in XLA_FLAGS).
+_LOOP_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
-  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_fusion_emitters=false").strip()
+  _flags = (os.environ.get("XLA_FLAGS", "") + " " + _LOOP_EMITTERS).strip()
+  _probe = subprocess.run([sys.executable, "-c", "import jax; jax.devices()"], capture_output=True, timeout=300,
+                          env=dict(os.environ, XLA_FLAGS=_flags, JAX_PLATFORMS="cpu"), check=False)
+  if _probe.returncode == 0:
+    os.environ["XLA_FLAGS"] = _flags
 
 import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np
