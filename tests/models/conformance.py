@@ -35,6 +35,10 @@ _STATIC = (int, float, bool, str, type(None))
 _JITTED: dict[int, tuple[object, "Jitted"]] = {}
 
 
+class _Traced:  # marks an argument passed to the compiled program (not a constant of it)
+  pass
+
+
 class Jitted:
   """``model.apply`` under ``jax.jit``, compiled once per method, Python-valued arguments and shapes, and kept.
 
@@ -57,10 +61,6 @@ class Jitted:
         return self.model.apply(variables, *full, method=method, rngs=rngs, **static)
       self._fns[key] = jax.jit(run)
     return self._fns[key](variables, [a for a in args if not isinstance(a, _STATIC)], rngs)
-
-
-class _Traced:  # marks an argument passed to the compiled program (not a constant of it)
-  pass
 
 
 def jitted(model) -> Jitted:
