@@ -134,6 +134,46 @@ def _max_lengths(src_mask, max_len_a: float, max_len_b: int, max_len: int | None
   return jnp.clip(limit, 1, buffer), max(buffer, 1)
 
 
+CACHE_START = 16  # the positions a search's cache holds at first; it doubles whenever the search reaches its end
+
+
+def _cache_lengths(length: int, start: int | None) -> tuple[int, ...]:
+  """The cache's lengths, stage by stage (static): ``start``, twice that, ... and last the buffer length L."""
+  if start is None or start >= length:
+    return (length,)
+  stages = [start]
+  while stages[-1] * 2 < length:
+    stages.append(stages[-1] * 2)
+  return tuple(stages) + (length,)
+
+
+def _grow_cache(model, variables, memory, cache, max_length: int):
+  """``cache`` in a buffer of ``max_length`` positions: each leaf that ``init_cache`` makes larger for more positions
+  is copied to the start of zeros of the larger shape (the positions past the old length are not read until
+  written: the attention masks them by the cache index). ``PER_SOURCE`` leaves and leaves of unchanged shape stay."""
+  shapes = jax.eval_shape(lambda m: model.apply(variables, m, max_length, method=model.init_cache), memory)
+
+  def grow(path, old, new):
+    if any(getattr(key, "key", None) == PER_SOURCE for key in path) or old.shape == new.shape:
+      return old
+    if old.ndim != len(new.shape) or any(o > n for o, n in zip(old.shape, new.shape)):
+      raise ValueError(f"{type(model).__name__}.init_cache leaf {jax.tree_util.keystr(path)} is {old.shape} for fewer "
+                       f"positions and {new.shape} for {max_length}: a cache must only grow to hold more positions")
+    return jax.lax.dynamic_update_slice(jnp.zeros(new.shape, new.dtype), old.astype(new.dtype), (0,) * old.ndim)
+
+  return jax.tree_util.tree_map_with_path(grow, cache, shapes)
+
+
+def _staged_loop(cond, body, state, stages, index, grow):
+  """``lax.while_loop(cond, body, state)`` run in stages: stage j also stops at step ``stages[j]``, and between stages
+  ``grow(state, length)`` enlarges the cache in ``state``. ``index(state)`` is the step counter."""
+  for j, length in enumerate(stages):
+    if j:
+      state = grow(state, length)
+    state = jax.lax.while_loop(lambda s, n=length: cond(s) & (index(s) < n), body, state)
+  return state
+
+
 def _step(model, variables, tokens, memory, cache, return_attention, vocab_size, rules: SearchRules):
   """One cached decoder step: tokens ``[N]`` → (log-probs ``[N, V]``, cache, attention ``[N, S]`` or None); ids that
   are never predicted (see the module docstring) get ``NEG_INF``."""
@@ -198,21 +238,23 @@ def _constrain(logprobs, generated, count, limit_reached, *, min_len, no_repeat_
   return jax.nn.log_softmax(logprobs) if rules.renormalize else logprobs
 
 
-_CONSTRAINTS = ("min_len", "no_repeat_ngram_size", "rules")
+_CONSTRAINTS = ("min_len", "no_repeat_ngram_size", "rules", "cache_start")
 
 
 @functools.partial(jax.jit, static_argnames=("model", "max_len_a", "max_len_b", "max_len", "bos_id", "eos_id",
                                              "return_attention", "vocab_size", "temperature", "top_k", "top_p")
                    + _CONSTRAINTS)
 def _greedy(model, variables, src, src_mask, row_keys=None, *, max_len_a, max_len_b, max_len, bos_id, eos_id,
-            return_attention, vocab_size, min_len, no_repeat_ngram_size, rules, temperature=0.0, top_k=0, top_p=1.0):
+            return_attention, vocab_size, min_len, no_repeat_ngram_size, rules, cache_start, temperature=0.0, top_k=0,
+            top_p=1.0):
   """Greedy search, or with ``row_keys [B, 2]`` and ``temperature > 0`` sampling: row b's token at step i is drawn
   with ``fold_in(row_keys[b], i)``."""
   src_mask = source_mask(src, src_mask)
   limit, length = _max_lengths(src_mask, max_len_a, max_len_b, max_len)
   batch = src.shape[0]
   memory = model.apply(variables, src, src_mask, method=model.encode)
-  cache = model.apply(variables, memory, length, method=model.init_cache)
+  stages = _cache_lengths(length, cache_start)
+  cache = model.apply(variables, memory, stages[0], method=model.init_cache)
   attn0 = jnp.zeros((batch, length, src.shape[1]), jnp.float32) if return_attention else None
   init = (jnp.int32(0), jnp.full((batch, length), PAD_ID, jnp.int32), jnp.full((batch,), bos_id, jnp.int32),
           jnp.zeros((batch,), bool), jnp.zeros((batch,), jnp.float32), cache, attn0)
@@ -239,7 +281,8 @@ def _greedy(model, variables, src, src_mask, row_keys=None, *, max_len_a, max_le
       attn = attn.at[:, i].set(jnp.where(done[:, None], 0.0, a))
     return i + 1, tokens, nxt, done | (nxt == eos_id) | (i + 1 >= limit), logp, cache, attn
 
-  _, tokens, _, _, logp, _, attn = jax.lax.while_loop(cond, body, init)
+  grow = lambda state, n: state[:5] + (_grow_cache(model, variables, memory, state[5], n),) + state[6:]
+  _, tokens, _, _, logp, _, attn = _staged_loop(cond, body, init, stages, lambda state: state[0], grow)
   lengths = jnp.sum(tokens != PAD_ID, axis=1)
   return DecodeResult(tokens, lengths, logp, attn)
 
@@ -247,7 +290,8 @@ def _greedy(model, variables, src, src_mask, row_keys=None, *, max_len_a, max_le
 def greedy_search(model, variables, src, *, src_mask=None, max_len_a: float = 1.5, max_len_b: int = 10,
                   max_len: int | None = None, bos_id: int = BOS_ID, eos_id: int = EOS_ID,
                   return_attention: bool = False, vocab_size: int | None = None, min_len: int = 0,
-                  no_repeat_ngram_size: int = 0, rules: SearchRules = ATTNJAX) -> DecodeResult:
+                  no_repeat_ngram_size: int = 0, rules: SearchRules = ATTNJAX,
+                  cache_start: int | None = CACHE_START) -> DecodeResult:
   """Greedy decoding: the argmax token at every step until EOS or the row's length limit.
 
   Args:
@@ -262,20 +306,25 @@ def greedy_search(model, variables, src, *, src_mask=None, max_len_a: float = 1.
     no_repeat_ngram_size: no n-gram of this size occurs twice in a hypothesis; 0 = no blocking.
     rules: :class:`SearchRules` (attnjax's by default; greedy reads ``banned``, ``at_limit``, ``first_token`` and
       ``renormalize``).
+    cache_start: the positions the decoder's cache holds at first; the search runs until it is full and then
+      continues in one twice as long, up to the buffer length, so that short outputs do not pay for the longest
+      one's cache at every step (self-attention over it, the beams' reordering of it). None: the whole buffer from
+      the start. The outputs do not depend on it (the scores, up to the rounding of the attention's sums).
 
   Returns:
     :class:`DecodeResult` with ``tokens [B, L]``.
   """
   return _greedy(model, variables, src, src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len=max_len,
                  bos_id=bos_id, eos_id=eos_id, return_attention=return_attention, vocab_size=vocab_size,
-                 **_check_constraints(min_len, no_repeat_ngram_size, rules))
+                 **_check_constraints(min_len, no_repeat_ngram_size, rules, cache_start))
 
 
 def sample_search(model, variables, src, row_keys, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
                   src_mask=None, max_len_a: float = 1.5, max_len_b: int = 10, max_len: int | None = None,
                   bos_id: int = BOS_ID, eos_id: int = EOS_ID, return_attention: bool = False,
                   vocab_size: int | None = None, min_len: int = 0, no_repeat_ngram_size: int = 0,
-                  rules: SearchRules = ATTNJAX) -> DecodeResult:
+                  rules: SearchRules = ATTNJAX,
+                  cache_start: int | None = CACHE_START) -> DecodeResult:
   """Ancestral sampling: at every step a token drawn from the constrained log-probabilities scaled by
   ``1/temperature``, cut to the ``top_k`` most probable and to the smallest set of probability ``top_p``, until EOS
   or the row's length limit (see the module docstring).
@@ -300,16 +349,20 @@ def sample_search(model, variables, src, row_keys, *, temperature: float = 1.0, 
   return _greedy(model, variables, src, src_mask, row_keys, max_len_a=max_len_a, max_len_b=max_len_b,
                  max_len=max_len, bos_id=bos_id, eos_id=eos_id, return_attention=return_attention,
                  vocab_size=vocab_size, temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
-                 **_check_constraints(min_len, no_repeat_ngram_size, rules))
+                 **_check_constraints(min_len, no_repeat_ngram_size, rules, cache_start))
 
 
-def _check_constraints(min_len, no_repeat_ngram_size, rules) -> dict:
+def _check_constraints(min_len, no_repeat_ngram_size, rules, cache_start=CACHE_START) -> dict:
   for name, value in (("min_len", min_len), ("no_repeat_ngram_size", no_repeat_ngram_size)):
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
       raise ValueError(f"{name} must be a non-negative int (0 = off), got {value!r}")
   if not isinstance(rules, SearchRules):
     raise TypeError(f"rules must be a SearchRules, got {type(rules).__name__}")
-  return dict(min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size, rules=rules)
+  if cache_start is not None and (not isinstance(cache_start, int) or isinstance(cache_start, bool)
+                                  or cache_start < 1):
+    raise ValueError(f"cache_start must be a positive int (None: the whole length from the start), got "
+                     f"{cache_start!r}")
+  return dict(min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size, rules=rules, cache_start=cache_start)
 
 
 def _gather_beams(tree, flat_index):
@@ -327,14 +380,15 @@ def _gather_beams(tree, flat_index):
                                              "n_best", "bos_id", "eos_id", "return_attention", "vocab_size")
                    + _CONSTRAINTS)
 def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_len_b, max_len, n_best, bos_id,
-          eos_id, return_attention, vocab_size, min_len, no_repeat_ngram_size, rules):
+          eos_id, return_attention, vocab_size, min_len, no_repeat_ngram_size, rules, cache_start):
   k = beam_size
   src_mask = source_mask(src, src_mask)
   limit, length = _max_lengths(src_mask, max_len_a, max_len_b, max_len)
   batch, src_len = src.shape
   memory = model.apply(variables, src, src_mask, method=model.encode)
   # the cache is built from each source once (the Transformer projects its memory for every layer), then repeated
-  cache = model.apply(variables, memory, length, method=model.init_cache)
+  stages = _cache_lengths(length, cache_start)
+  cache = model.apply(variables, memory, stages[0], method=model.init_cache)
   memory, cache = jax.tree_util.tree_map(lambda x: jnp.repeat(x, k, axis=0), (memory, cache))  # [B·K, ...]
   penalty = functools.partial(length_penalty, alpha=alpha, form=rules.penalty)
   best_possible_lp = penalty(limit)  # [B]
@@ -348,6 +402,7 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
       alive_logp=jnp.tile(jnp.array([0.0] + [NEG_INF] * (k - 1), jnp.float32), (batch, 1)),  # K copies of BOS: keep one
       alive_attn=attn0,
       cache=cache,
+      reorder=jnp.arange(batch * k, dtype=jnp.int32),
       fin_seqs=seqs0,
       fin_scores=jnp.full((batch, k), NEG_INF, jnp.float32),
       fin_logp=jnp.full((batch, k), NEG_INF, jnp.float32),
@@ -361,7 +416,11 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
   def body(s):
     i = s["i"]
     tokens = s["alive_seqs"][:, :, i].reshape(batch * k)
-    logprobs, cache, a = _step(model, variables, tokens, memory, s["cache"], return_attention, vocab_size, rules)
+    # The caches follow their beams one step late, by the order the previous step chose and carried in the state:
+    # a gather whose index is a loop input. Reordered at the end of the step, XLA's CPU loop fused the index's
+    # computation into each gather and repeated it for every element copied (a quarter of a search's time).
+    cache = _gather_beams(s["cache"], s["reorder"])
+    logprobs, cache, a = _step(model, variables, tokens, memory, cache, return_attention, vocab_size, rules)
     vocab = logprobs.shape[-1]
     logprobs = _constrain(logprobs, s["alive_seqs"][:, :, 1:].reshape(batch * k, -1), i,
                           jnp.repeat(i + 1 >= limit, k), min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size,
@@ -402,7 +461,6 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
     alive_logp, alive_top = jax.lax.top_k(alive_cand, k)
     alive_seqs = jnp.take_along_axis(cand_seqs, alive_top[:, :, None], axis=1)
     beams_flat = (offsets + jnp.take_along_axis(cand_beam, alive_top, axis=1)).reshape(-1)
-    cache = _gather_beams(cache, beams_flat)
     alive_attn = None
     if return_attention:
       alive_attn = jnp.take_along_axis(cand_attn, alive_top[:, :, None, None], axis=1)
@@ -413,9 +471,10 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
     done = s["done"] | (full & ((fin_scores[:, -1] >= best_alive) | (rules.stop == "first")))
     done = done | (i + 1 >= limit)
     return dict(i=i + 1, alive_seqs=alive_seqs, alive_logp=alive_logp, alive_attn=alive_attn, cache=cache,
-                fin_seqs=fin_seqs, fin_scores=fin_scores, fin_logp=fin_logp, fin_attn=fin_attn, done=done)
+                reorder=beams_flat, fin_seqs=fin_seqs, fin_scores=fin_scores, fin_logp=fin_logp, fin_attn=fin_attn, done=done)
 
-  s = jax.lax.while_loop(cond, body, state)
+  grow = lambda s, n: {**s, "cache": _grow_cache(model, variables, memory, s["cache"], n)}
+  s = _staged_loop(cond, body, state, stages, lambda s: s["i"], grow)
   # A row with fewer than n_best finished hypotheses (cut by the buffer) is completed from its alive ones.
   has_fin = s["fin_scores"] > NEG_INF / 2
   alive_len = jnp.sum(s["alive_seqs"][:, :, 1:] != PAD_ID, axis=-1)
@@ -437,7 +496,8 @@ def beam_search(model, variables, src, *, src_mask=None, beam_size: int = 4, alp
                 max_len_a: float = 1.5, max_len_b: int = 10, max_len: int | None = None, n_best: int = 1,
                 bos_id: int = BOS_ID, eos_id: int = EOS_ID, return_attention: bool = False,
                 vocab_size: int | None = None, min_len: int = 0, no_repeat_ngram_size: int = 0,
-                rules: SearchRules = ATTNJAX) -> DecodeResult:
+                rules: SearchRules = ATTNJAX,
+                cache_start: int | None = CACHE_START) -> DecodeResult:
   """Beam search with the GNMT length penalty (see the module docstring).
 
   Args:
@@ -445,7 +505,7 @@ def beam_search(model, variables, src, *, src_mask=None, beam_size: int = 4, alp
     beam_size: K.
     alpha: length-penalty exponent α (0 = raw log-probability; the paper's Transformer used 0.6).
     n_best: hypotheses returned per sentence, best first (≤ K).
-    vocab_size, min_len, no_repeat_ngram_size: as :func:`greedy_search`.
+    vocab_size, min_len, no_repeat_ngram_size, cache_start: as :func:`greedy_search`.
     rules: :class:`SearchRules` (attnjax's by default).
 
   Returns:
@@ -458,4 +518,4 @@ def beam_search(model, variables, src, *, src_mask=None, beam_size: int = 4, alp
   return _beam(model, variables, src, src_mask, beam_size=beam_size, alpha=float(alpha), max_len_a=max_len_a,
                max_len_b=max_len_b, max_len=max_len, n_best=n_best, bos_id=bos_id, eos_id=eos_id,
                return_attention=return_attention, vocab_size=vocab_size,
-               **_check_constraints(min_len, no_repeat_ngram_size, rules))
+               **_check_constraints(min_len, no_repeat_ngram_size, rules, cache_start))
