@@ -147,24 +147,28 @@ def _cache_lengths(length: int, start: int | None) -> tuple[int, ...]:
   return tuple(stages) + (length,)
 
 
-def _grow_cache(model, variables, memory, cache, max_length: int):
-  """``cache`` in a buffer of ``max_length`` positions: each leaf that ``init_cache`` makes larger for more positions
-  is copied to the start of zeros of the larger shape (the positions past the old length are not read until
+def grow_cache(cache, shapes, owner: str = "init_cache"):
+  """``cache`` in the larger buffers ``shapes`` (``jax.eval_shape`` of ``owner`` for more positions): each leaf whose
+  shape grows is copied to the start of zeros of the new shape (the positions past the old length are not read until
   written: the attention masks them by the cache index). ``PER_SOURCE`` leaves and leaves of unchanged shape stay."""
-  shapes = jax.eval_shape(lambda m: model.apply(variables, m, max_length, method=model.init_cache), memory)
-
   def grow(path, old, new):
     if any(getattr(key, "key", None) == PER_SOURCE for key in path) or old.shape == new.shape:
       return old
     if old.ndim != len(new.shape) or any(o > n for o, n in zip(old.shape, new.shape)):
-      raise ValueError(f"{type(model).__name__}.init_cache leaf {jax.tree_util.keystr(path)} is {old.shape} for fewer "
-                       f"positions and {new.shape} for {max_length}: a cache must only grow to hold more positions")
+      raise ValueError(f"{owner} leaf {jax.tree_util.keystr(path)} is {old.shape} for fewer positions and "
+                       f"{new.shape} for more: a cache must only grow to hold more positions")
     return jax.lax.dynamic_update_slice(jnp.zeros(new.shape, new.dtype), old.astype(new.dtype), (0,) * old.ndim)
 
   return jax.tree_util.tree_map_with_path(grow, cache, shapes)
 
 
-def _staged_loop(cond, body, state, stages, index, grow):
+def _grow_cache(model, variables, memory, cache, max_length: int):
+  """``cache`` (of an interface model) in a buffer of ``max_length`` positions (:func:`grow_cache`)."""
+  shapes = jax.eval_shape(lambda m: model.apply(variables, m, max_length, method=model.init_cache), memory)
+  return grow_cache(cache, shapes, f"{type(model).__name__}.init_cache")
+
+
+def staged_loop(cond, body, state, stages, index, grow):
   """``lax.while_loop(cond, body, state)`` run in stages: stage j also stops at step ``stages[j]``, and between stages
   ``grow(state, length)`` enlarges the cache in ``state``. ``index(state)`` is the step counter."""
   for j, length in enumerate(stages):
@@ -282,7 +286,7 @@ def _greedy(model, variables, src, src_mask, row_keys=None, *, max_len_a, max_le
     return i + 1, tokens, nxt, done | (nxt == eos_id) | (i + 1 >= limit), logp, cache, attn
 
   grow = lambda state, n: state[:5] + (_grow_cache(model, variables, memory, state[5], n),) + state[6:]
-  _, tokens, _, _, logp, _, attn = _staged_loop(cond, body, init, stages, lambda state: state[0], grow)
+  _, tokens, _, _, logp, _, attn = staged_loop(cond, body, init, stages, lambda state: state[0], grow)
   lengths = jnp.sum(tokens != PAD_ID, axis=1)
   return DecodeResult(tokens, lengths, logp, attn)
 
@@ -471,10 +475,11 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
     done = s["done"] | (full & ((fin_scores[:, -1] >= best_alive) | (rules.stop == "first")))
     done = done | (i + 1 >= limit)
     return dict(i=i + 1, alive_seqs=alive_seqs, alive_logp=alive_logp, alive_attn=alive_attn, cache=cache,
-                reorder=beams_flat, fin_seqs=fin_seqs, fin_scores=fin_scores, fin_logp=fin_logp, fin_attn=fin_attn, done=done)
+                reorder=beams_flat, fin_seqs=fin_seqs, fin_scores=fin_scores, fin_logp=fin_logp, fin_attn=fin_attn,
+                done=done)
 
   grow = lambda s, n: {**s, "cache": _grow_cache(model, variables, memory, s["cache"], n)}
-  s = _staged_loop(cond, body, state, stages, lambda s: s["i"], grow)
+  s = staged_loop(cond, body, state, stages, lambda s: s["i"], grow)
   # A row with fewer than n_best finished hypotheses (cut by the buffer) is completed from its alive ones.
   has_fin = s["fin_scores"] > NEG_INF / 2
   alive_len = jnp.sum(s["alive_seqs"][:, :, 1:] != PAD_ID, axis=-1)

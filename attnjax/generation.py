@@ -45,14 +45,19 @@ def generate(model, params, prompt, rng, *, max_new_tokens: int, temperature: fl
   model's table may be padded past it); ``banned``: more ids never generated; ``min_len``: EOS only after that many
   new tokens."""
   b, p = prompt.shape
-  cache = model.apply({"params": params}, b, p + max_new_tokens, method=model.init_cache)
+  # the cache grows as the text does (decoding.CACHE_START positions past the prompt, then doubling), and the loop
+  # ends when every row has ended
+  lengths = decoding._cache_lengths(p + max_new_tokens, p + decoding.CACHE_START)  # pylint: disable=protected-access
+  stages = tuple(n for n in lengths if n > p)
+  init = lambda n: model.apply({"params": params}, b, n, method=model.init_cache)
+  cache = init(stages[0])
   logits, cache = model.apply({"params": params}, prompt, cache, method=model.decode)
   logits = logits[:, -1]  # [B, V]: the distribution of the first new token
   sample = functools.partial(next_token, temperature=temperature, top_k=top_k, top_p=top_p, vocab_size=vocab_size,
                              banned=banned)
 
-  def body(i, carry):
-    out, logits, cache, done = carry
+  def body(carry):
+    i, out, logits, cache, done = carry
     if min_len:
       logits = jnp.where((i < min_len) & (jnp.arange(logits.shape[-1]) == EOS_ID), NEG_INF, logits)
     token = sample(logits, jax.random.fold_in(rng, i))
@@ -60,10 +65,17 @@ def generate(model, params, prompt, rng, *, max_new_tokens: int, temperature: fl
     out = out.at[:, i].set(token)
     done = done | (token == EOS_ID)
     logits, cache = model.apply({"params": params}, token[:, None], cache, method=model.decode)
-    return out, logits[:, -1], cache, done
+    return i + 1, out, logits[:, -1], cache, done
 
   out = jnp.full((b, max_new_tokens), PAD_ID, jnp.int32)
-  out, _, _, _ = jax.lax.fori_loop(0, max_new_tokens, body, (out, logits, cache, jnp.zeros((b,), bool)))
+  state = (jnp.int32(0), out, logits, cache, jnp.zeros((b,), bool))
+  # stage n writes the cache's positions below n: new token i goes to position p + i
+  cond = lambda s: (s[0] < max_new_tokens) & ~jnp.all(s[4])
+
+  def grow(s, n):
+    return s[:3] + (decoding.grow_cache(s[3], jax.eval_shape(lambda: init(p + n)), "DecoderLM.init_cache"),) + s[4:]
+
+  _, out, _, _, _ = decoding.staged_loop(cond, body, state, tuple(n - p for n in stages), lambda s: s[0], grow)
   return out
 
 
