@@ -134,16 +134,16 @@ def _max_lengths(src_mask, max_len_a: float, max_len_b: int, max_len: int | None
   return jnp.clip(limit, 1, buffer), max(buffer, 1)
 
 
-CACHE_START = 16  # the positions a search's cache holds at first; it doubles whenever the search reaches its end
+CACHE_START = 16  # the positions a search's cache holds at first (see greedy_search's cache_start)
 
 
 def _cache_lengths(length: int, start: int | None) -> tuple[int, ...]:
-  """The cache's lengths, stage by stage (static): ``start``, twice that, ... and last the buffer length L."""
-  if start is None or start >= length:
-    return (length,)
-  stages = [start]
-  while stages[-1] * 2 < length:
-    stages.append(stages[-1] * 2)
+  """The cache's lengths, stage by stage (static): ``start``, twice that, ... while at most half the buffer length L,
+  and last L (a stage that would save less than half of L is not worth its compiled loop)."""
+  stages = []
+  while start is not None and start * 2 <= length:
+    stages.append(start)
+    start *= 2
   return tuple(stages) + (length,)
 
 
@@ -311,9 +311,9 @@ def greedy_search(model, variables, src, *, src_mask=None, max_len_a: float = 1.
     rules: :class:`SearchRules` (attnjax's by default; greedy reads ``banned``, ``at_limit``, ``first_token`` and
       ``renormalize``).
     cache_start: the positions the decoder's cache holds at first; the search runs until it is full and then
-      continues in one twice as long, up to the buffer length, so that short outputs do not pay for the longest
-      one's cache at every step (self-attention over it, the beams' reordering of it). None: the whole buffer from
-      the start. The outputs do not depend on it (the scores, up to the rounding of the attention's sums).
+      continues in one twice as long, or in the whole buffer once that is less than twice as long, so that short
+      outputs do not pay for the longest one's cache at every step (self-attention over it, the beams' reordering
+      of it). None: the whole buffer from the start. The outputs do not depend on it (the scores, up to the rounding of the attention's sums).
 
   Returns:
     :class:`DecodeResult` with ``tokens [B, L]``.

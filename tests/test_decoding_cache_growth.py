@@ -45,8 +45,8 @@ def test_a_growing_cache_decodes_what_the_full_cache_decodes(name):
   src, tgt = conformance.random_batch(rng, B, S, 5, V, src_lengths=[6, 4, 3])
   variables = conformance.init(model, src, tgt, seed=1)
   variables = jax.tree_util.tree_map(lambda x: x * 2.0, variables)  # sharper: beams part ways
-  common = dict(max_len_a=1.5, max_len_b=10, min_len=MIN_LEN)  # buffer 19: stages 2, 4, 8, 16, 19
-  assert decoding._cache_lengths(19, 2) == (2, 4, 8, 16, 19)  # pylint: disable=protected-access
+  common = dict(max_len_a=1.5, max_len_b=10, min_len=MIN_LEN)  # buffer 19: stages 2, 4, 8, 19
+  assert decoding._cache_lengths(19, 2) == (2, 4, 8, 19)  # pylint: disable=protected-access
   full = decoding.beam_search(model, variables, src, beam_size=3, n_best=3, cache_start=None, **common)
   grown = decoding.beam_search(model, variables, src, beam_size=3, n_best=3, cache_start=2, **common)
   assert np.asarray(full.lengths).min() > 8
@@ -62,7 +62,7 @@ def test_a_growing_cache_decodes_what_the_full_cache_decodes(name):
 def test_the_cache_lengths_double_up_to_the_buffer_and_bad_starts_are_refused():
   lengths = decoding._cache_lengths  # pylint: disable=protected-access
   assert lengths(32, 16) == (16, 32) and lengths(12, 16) == (12,) and lengths(32, None) == (32,)
-  assert lengths(200, 16) == (16, 32, 64, 128, 200) and lengths(17, 16) == (16, 17)
+  assert lengths(200, 16) == (16, 32, 64, 200) and lengths(31, 16) == (31,) and lengths(33, 16) == (16, 33)
   model = MODELS["transformer"]()
   src, tgt = conformance.random_batch(np.random.default_rng(0), B, S, 5, V)
   variables = conformance.init(model, src, tgt)

@@ -88,12 +88,12 @@ def test_greedy_generation_over_the_cache_equals_the_argmax_of_teacher_forcing_s
 
 
 def test_generation_past_the_caches_first_length_goes_on_as_teacher_forcing_does():
-  """40 sampled tokens (EOS banned) after a prompt of 4: the cache starts at 20 positions and grows twice on the way.
+  """40 sampled tokens (EOS banned) after a prompt of 4: the cache starts at 20 positions and grows to 44 on the way.
   Each token must be the draw that the same key makes from the teacher-forced logits after the tokens before it, a
   test that a wrong cache entry fails as soon as it moves one draw."""
   model, params, prompt = _tiny_lm(scale=1.5)
   new_tokens, rng = 40, jax.random.PRNGKey(5)
-  assert generation.decoding._cache_lengths(4 + new_tokens, 4 + 16) == (20, 40, 44)  # pylint: disable=protected-access
+  assert generation.decoding._cache_lengths(4 + new_tokens, 4 + 16) == (20, 44)  # pylint: disable=protected-access
   kwargs = dict(temperature=1.0, top_k=0, top_p=1.0, vocab_size=20, banned=(EOS_ID,))
   out = np.asarray(generation.generate(model, params, prompt, rng, max_new_tokens=new_tokens, **kwargs))
   sequence = np.concatenate([np.asarray(prompt), out], axis=1)
