@@ -13,7 +13,9 @@ as it is if absolute (or a bucket URL), and if relative inside the workdir first
 Every example is scored, in order: over-long sources are truncated for decoding (``truncated_sources`` in the
 output), empty sources decode to an empty line. The hypotheses file has one line per line of the split's reference,
 so ``sacrebleu REFERENCE < hypotheses.<split>.step<N>.txt`` reproduces the BLEU printed here. Process 0 writes.
-Several splits (``--split=test,test2017``) are evaluated one after the other and printed keyed by split.
+Several splits (``--split=test,test2017``) are evaluated one after the other and printed keyed by split. A task that
+decodes text is evaluated with a JAX device per core on a CPU-only host (the outputs do not depend on the device
+count: each sentence's search is its own).
 """
 
 from __future__ import annotations
@@ -62,6 +64,16 @@ def distributed_from_flags():
                                         cpu_collectives=_CPU_COLLECTIVES.value))
 
 
+def _decodes(workdir: str) -> bool:
+  """Whether the workdir's task family generates text: its search keeps about one core busy per CPU device, so the
+  evaluation then decodes with a device per core (:func:`attnjax.cli.one_device_per_core`)."""
+  from attnjax import config as config_lib, families  # pylint: disable=g-import-not-at-top
+  try:
+    return families.of(config_lib.load_config(workdir)).decodes
+  except Exception:  # pylint: disable=broad-except  (a bad workdir is named by the evaluation itself)
+    return False
+
+
 def _parse(value: str):
   try:
     return json.loads(value)
@@ -79,6 +91,8 @@ def main(argv):
     if not sep:
       raise app.UsageError(f"--eval takes KEY=VALUE, got {item!r}")
     overrides[key] = _parse(value)
+  if not _DISTRIBUTED.value and _decodes(_WORKDIR.value):
+    cli.one_device_per_core()
   maybe_initialize_distributed(distributed_from_flags())
   if not _SPLIT.value:
     raise app.UsageError("--split is empty: name at least one split (e.g. --split=test,test2017)")

@@ -131,7 +131,11 @@ def test_unknown_metric_is_named_with_the_available_ones(workdir):
 _MODULES_AT_EXIT = """
 import atexit, json, runpy, sys
 out = sys.argv.pop(1)
-atexit.register(lambda: json.dump(sorted(m for m in sys.modules if m.startswith("attnjax")), open(out, "w")))
+def dump():
+  import jax
+  json.dump({"modules": sorted(m for m in sys.modules if m.startswith("attnjax")), "devices": jax.device_count()},
+            open(out, "w"))
+atexit.register(dump)
 sys.argv[0] = "attnjax.evaluate"
 runpy.run_module("attnjax.evaluate", run_name="__main__", alter_sys=True)
 """
@@ -139,7 +143,8 @@ runpy.run_module("attnjax.evaluate", run_name="__main__", alter_sys=True)
 
 def test_evaluating_a_workdir_loads_nothing_of_training_or_the_report(workdir, tmp_path):
   """``python -m attnjax.evaluate`` on a trained workdir, run to its end: every attnjax module it loaded, read from
-  ``sys.modules`` at exit (imports inside functions included, which an import of the command alone does not run)."""
+  ``sys.modules`` at exit (imports inside functions included, which an import of the command alone does not run),
+  and its JAX device count: a translation task decodes with a CPU device per core."""
   import json  # pylint: disable=g-import-not-at-top
   import os  # pylint: disable=g-import-not-at-top
   import subprocess  # pylint: disable=g-import-not-at-top
@@ -151,6 +156,9 @@ def test_evaluating_a_workdir_loads_nothing_of_training_or_the_report(workdir, t
                         text=True, timeout=600, env=dict(os.environ, JAX_PLATFORMS="cpu"))
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert json.loads(open(os.path.join(workdir, "metrics.validation.json")).read())["examples"] == 8
-  loaded = json.loads(out.read_text())
+  loaded, devices = json.loads(out.read_text())["modules"], json.loads(out.read_text())["devices"]
+  flags = os.environ.get("XLA_FLAGS", "")
+  if "xla_force_host_platform_device_count" not in flags:
+    assert devices == len(os.sched_getaffinity(0))
   assert "attnjax.families.seq2seq" in loaded and "attnjax.scoring" in loaded  # it did evaluate, through its family
   assert [m for m in loaded if m.startswith(("attnjax.training", "attnjax.report"))] == []
