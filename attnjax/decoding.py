@@ -369,6 +369,15 @@ def _check_constraints(min_len, no_repeat_ngram_size, rules, cache_start=CACHE_S
   return dict(min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size, rules=rules, cache_start=cache_start)
 
 
+def _per_beam(cache, k: int):
+  """Each cache row repeated for its K beams (``[B·K, ...]``), except the ``PER_SOURCE`` entries."""
+  def repeat(path, x):
+    if any(getattr(key, "key", None) == PER_SOURCE for key in path):
+      return x
+    return jnp.repeat(x, k, axis=0)
+  return jax.tree_util.tree_map_with_path(repeat, cache)
+
+
 def _gather_beams(tree, flat_index):
   """Reorders every leaf (batch-first, B·K rows) by ``flat_index [B·K']``, except a cache's ``PER_SOURCE`` entries:
   the same for every beam of a row, they stay where they are (the Transformer's projected memory, [B·K, S, ...] per
@@ -393,7 +402,9 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
   # the cache is built from each source once (the Transformer projects its memory for every layer), then repeated
   stages = _cache_lengths(length, cache_start)
   cache = model.apply(variables, memory, stages[0], method=model.init_cache)
-  memory, cache = jax.tree_util.tree_map(lambda x: jnp.repeat(x, k, axis=0), (memory, cache))  # [B·K, ...]
+  # [B·K, ...], but for a cache's PER_SOURCE entries, read by all the beams of their row (see the interface)
+  memory = jax.tree_util.tree_map(lambda x: jnp.repeat(x, k, axis=0), memory)
+  cache = _per_beam(cache, k)
   penalty = functools.partial(length_penalty, alpha=alpha, form=rules.penalty)
   best_possible_lp = penalty(limit)  # [B]
   offsets = (jnp.arange(batch) * k)[:, None]

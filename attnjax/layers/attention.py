@@ -197,6 +197,8 @@ class MultiHeadAttention(nn.Module):
       if self.attention_type == "full" and not self.relative:
         return self._attend_projected_memory(query, kv_cache, mask, segment_ids, deterministic, return_weights)
       key, value = (jnp.transpose(kv_cache[name], (0, 3, 1, 2)) for name in ("key", "value"))
+      if key.shape[0] != query.shape[0]:  # one cache row for a row's beams (see _attend_projected_memory)
+        key, value = (jnp.repeat(x, query.shape[0] // x.shape[0], axis=0) for x in (key, value))
       q_positions = kv_positions = None
     else:
       inputs_kv = inputs_q if inputs_kv is None else inputs_kv
@@ -292,7 +294,17 @@ class MultiHeadAttention(nn.Module):
     return self._combine(out), new, weights if return_weights else None
 
   def _attend_projected_memory(self, query, kv_cache, mask, segment_ids, deterministic, return_weights):
-    """Cross-attention over the cache of :meth:`project_kv` in its own layout (no transpose of it per call)."""
+    """Cross-attention over the cache of :meth:`project_kv` in its own layout (no transpose of it per call).
+
+    The cache may hold fewer rows than the queries: beam search keeps one row per source for its K beams (query
+    rows ``b·K .. b·K + K - 1`` are source b's). Each row's K beams then attend as K·T queries of one row, so
+    that every step reads a source's keys and values once, not once per beam."""
+    rows, beams = kv_cache["key"].shape[0], query.shape[0] // kv_cache["key"].shape[0]
+    if beams * rows != query.shape[0]:
+      raise ValueError(f"a cross-attention cache of {rows} rows serves a multiple of {rows} query rows, got "
+                       f"{query.shape[0]}")
+    if beams > 1:
+      return self._attend_folded_beams(query, kv_cache, mask, segment_ids, deterministic, return_weights, beams)
     if segment_ids is not None:
       q_segments, kv_segments = segment_ids
       segments = ((kv_segments != 0)[:, None, None, :] if q_segments is None
@@ -303,6 +315,30 @@ class MultiHeadAttention(nn.Module):
         query, kv_cache["key"], kv_cache["value"], mask=mask, dropout_rate=self.dropout_rate if dropout else 0.0,
         dropout_rng=self.make_rng("dropout") if dropout else None)
     return self._combine(out), None, weights if return_weights else None
+
+  def _attend_folded_beams(self, query, kv_cache, mask, segment_ids, deterministic, return_weights, beams):
+    """:meth:`_attend_projected_memory` with the K = ``beams`` query rows of each cache row folded into its query
+    positions, and unfolded after."""
+    rows, t = kv_cache["key"].shape[0], query.shape[1]
+    fold = lambda x: x.reshape(rows, beams * t, *x.shape[2:])  # [B·K, T, ...] -> [B, K·T, ...]
+    if segment_ids is not None:
+      q_segments, kv_segments = segment_ids
+      kv_segments = kv_segments.reshape(rows, beams, -1)[:, 0]  # a row's beams share their source
+      segment_ids = (None if q_segments is None else fold(q_segments), kv_segments)
+    if mask is not None:  # [B·K | 1, N | 1, T | 1, S] -> [B | 1, N | 1, K·T, S]
+      mask = jnp.broadcast_to(mask, (mask.shape[0], mask.shape[1], t, mask.shape[3]))
+      if mask.shape[0] == 1:
+        mask = jnp.tile(mask, (1, 1, beams, 1))
+      else:
+        mask = jnp.moveaxis(mask.reshape(rows, beams, *mask.shape[1:]), 1, 2)
+        mask = mask.reshape(rows, mask.shape[1], beams * t, mask.shape[-1])
+    out, _, weights = self._attend_projected_memory(fold(query), kv_cache, mask, segment_ids, deterministic,
+                                                    return_weights)
+    out = out.reshape(rows * beams, t, out.shape[-1])
+    if weights is not None:  # [B, N, K·T, S] -> [B·K, N, T, S]
+      weights = jnp.moveaxis(weights.reshape(rows, weights.shape[1], beams, t, -1), 2, 1)
+      weights = weights.reshape(rows * beams, weights.shape[2], t, weights.shape[-1])
+    return out, None, weights
 
   def _local_or_linear(self, query, key, value, mask, is_causal, q_positions, kv_positions, cached):
     """Local or linear self-attention ``[B, T, N, H]``. Without a cache through the kernels (linear in T); with one,

@@ -13,7 +13,9 @@ A model is a ``flax.linen.Module`` with four methods, all called through ``model
     **every leaf with the batch axis first** (beam search reorders it along axis 0); the position of the next token is
     kept per row as ``cache["index"]: [B] int32``. What depends on the source alone (the Transformer's projected
     encoder-decoder keys and values) goes under a ``PER_SOURCE`` key: it is the same for every beam of a row, so beam
-    search leaves it where it is instead of copying it at every step.
+    search keeps it once per source (``[B, ...]`` while the rest of the cache is ``[B·K, ...]``, source b's beams
+    in rows b·K .. b·K + K - 1) and never copies it; ``decode`` must accept it so (the Transformer's
+    cross-attention reads each row once for its K beams).
 
 ``decode(tgt_in, memory, cache=None, *, deterministic=True, return_attention=False) -> DecoderOutput``
     tgt_in: ``[B, T]`` int, the shifted target (``BOS_ID`` first). Without a cache: teacher forcing over all T

@@ -62,6 +62,32 @@ def test_cross_attention_cache_equals_direct_attention(rng):
   np.testing.assert_allclose(cached, direct, atol=1e-6)
 
 
+@pytest.mark.parametrize("masking", ["segments", "mask_per_row", "mask_shared"])
+def test_a_cross_attention_cache_row_serves_its_beams_as_direct_attention_does(rng, masking):
+  """Beam search keeps one cross-attention cache row per source for its K beams (query rows b·K .. b·K + K - 1):
+  outputs and weights equal direct attention from each beam to its own copy of the memory."""
+  k = 3
+  x = jnp.asarray(rng.normal(size=(B * k, 2, D)), jnp.float32)
+  memory = jnp.asarray(rng.normal(size=(B, S, D)), jnp.float32)
+  key_mask = jnp.asarray([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], jnp.int32)
+  layer = MultiHeadAttention(num_heads=N, qkv_features=D)
+  variables = layer.init(jax.random.PRNGKey(0), x[:B], memory)
+  repeated = jnp.repeat(memory, k, axis=0)
+  if masking == "segments":
+    args = dict(segment_ids=(None, jnp.repeat(key_mask, k, axis=0)))
+  elif masking == "mask_per_row":  # [B·K, N, T, S]: each beam's own, here differing between heads and queries
+    args = dict(mask=jnp.asarray(rng.random((B * k, N, 2, S)) > 0.3).at[..., 0].set(True))
+  else:  # [1, 1, 1, S]
+    args = dict(mask=jnp.asarray([[[[True, True, False, True, False]]]]))
+  direct, _, direct_w = layer.apply(variables, x, repeated, return_weights=True, **args)
+  kv = layer.apply(variables, memory, method=layer.project_kv)
+  shared, _, shared_w = layer.apply(variables, x, kv_cache=kv, return_weights=True, **args)
+  np.testing.assert_allclose(shared, direct, atol=1e-6)
+  np.testing.assert_allclose(shared_w, direct_w, atol=1e-6)
+  with pytest.raises(ValueError, match="serves a multiple of 2 query rows, got 5"):
+    layer.apply(variables, x[:5], kv_cache=kv)
+
+
 def test_attention_dropout_uses_the_dropout_stream_only_when_not_deterministic(rng):
   x = jnp.asarray(rng.normal(size=(B, T, D)), jnp.float32)
   layer = MultiHeadAttention(num_heads=N, qkv_features=D, dropout_rate=0.5)
