@@ -1,6 +1,7 @@
 """Greedy search, sampling and beam search for any model of the interface in :mod:`attnjax.models.interface`.
 
-Each is one ``jax.jit``-compiled ``lax.while_loop`` over incremental (cached) decoder steps.
+Each is one ``jax.jit``-compiled program of ``lax.while_loop`` s over incremental (cached) decoder steps: one loop
+per length of the decoder's cache, which starts short and grows as the outputs do (``cache_start``).
 
 Beam search keeps, per sentence, K alive hypotheses and K finished ones (Wu et al. 2016, GNMT §7; the finalisation
 rule of fairseq): each step takes the top 2K continuations of the alive beams; those ending in EOS *and ranked among
@@ -380,8 +381,8 @@ def _per_beam(cache, k: int):
 
 def _gather_beams(tree, flat_index):
   """Reorders every leaf (batch-first, B·K rows) by ``flat_index [B·K']``, except a cache's ``PER_SOURCE`` entries:
-  the same for every beam of a row, they stay where they are (the Transformer's projected memory, [B·K, S, ...] per
-  layer, would otherwise be copied at every step)."""
+  kept once per source (B rows, see :func:`_per_beam`), they are shared by the beams of their row whatever their
+  order."""
   def take(path, x):
     if any(getattr(key, "key", None) == PER_SOURCE for key in path):
       return x
@@ -399,7 +400,7 @@ def _beam(model, variables, src, src_mask, *, beam_size, alpha, max_len_a, max_l
   limit, length = _max_lengths(src_mask, max_len_a, max_len_b, max_len)
   batch, src_len = src.shape
   memory = model.apply(variables, src, src_mask, method=model.encode)
-  # the cache is built from each source once (the Transformer projects its memory for every layer), then repeated
+  # the cache is built from each source once (the Transformer projects its memory for every layer)
   stages = _cache_lengths(length, cache_start)
   cache = model.apply(variables, memory, stages[0], method=model.init_cache)
   # [B·K, ...], but for a cache's PER_SOURCE entries, read by all the beams of their row (see the interface)

@@ -14,8 +14,8 @@ Every example is scored, in order: over-long sources are truncated for decoding 
 output), empty sources decode to an empty line. The hypotheses file has one line per line of the split's reference,
 so ``sacrebleu REFERENCE < hypotheses.<split>.step<N>.txt`` reproduces the BLEU printed here. Process 0 writes.
 Several splits (``--split=test,test2017``) are evaluated one after the other and printed keyed by split. A task that
-decodes text is evaluated with a JAX device per core on a CPU-only host (the outputs do not depend on the device
-count: each sentence's search is its own).
+decodes text is evaluated with a JAX device per core on a CPU-only host (each sentence's search is its own, so
+the hypotheses do not depend on the device count; every device holds a copy of the parameters).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Text generation from a decoder-only language model (:class:`attnjax.models.lm.DecoderLM`): greedy decoding and
-sampling with temperature, top-k (Fan et al. 2018) and top-p / nucleus (Holtzman et al. 2020), one jit-compiled loop
-over the model's cache, reproducible from a seed; and beam search (:func:`beam`), the project's one beam search
+sampling with temperature, top-k (Fan et al. 2018) and top-p / nucleus (Holtzman et al. 2020), one jit-compiled
+program over the model's cache (a loop per length of the cache, which grows with the text), reproducible from a seed; and beam search (:func:`beam`), the project's one beam search
 (:func:`attnjax.decoding.beam_search`) run over the language model.
 
 At each step the next token is drawn from softmax(logits / T) restricted to the k most probable tokens (``top_k``)
@@ -45,6 +45,8 @@ def generate(model, params, prompt, rng, *, max_new_tokens: int, temperature: fl
   model's table may be padded past it); ``banned``: more ids never generated; ``min_len``: EOS only after that many
   new tokens."""
   b, p = prompt.shape
+  if max_new_tokens == 0:
+    return jnp.full((b, 0), PAD_ID, jnp.int32)
   # the cache grows as the text does (decoding.CACHE_START positions past the prompt, then doubling), and the loop
   # ends when every row has ended
   lengths = decoding._cache_lengths(p + max_new_tokens, p + decoding.CACHE_START)  # pylint: disable=protected-access

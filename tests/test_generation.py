@@ -103,6 +103,12 @@ def test_generation_past_the_caches_first_length_goes_on_as_teacher_forcing_does
   assert len(set(out.ravel().tolist())) > 3  # drawn, not one token repeated
 
 
+def test_no_new_tokens_is_an_empty_continuation():
+  model, params, prompt = _tiny_lm()
+  out = generation.generate(model, params, prompt, jax.random.PRNGKey(0), max_new_tokens=0, temperature=0.0)
+  assert out.shape == (3, 0)
+
+
 def test_sampling_is_reproducible_from_its_seed():
   model, params, prompt = _tiny_lm(scale=1.5)
   kwargs = dict(max_new_tokens=16, temperature=1.0, top_k=8, top_p=0.95, vocab_size=20)

@@ -177,7 +177,8 @@ class MultiHeadAttention(nn.Module):
         an equivalent mask.
       is_causal: causal self-attention (without a cache; with one, causality is implied by ``cache_index``).
       kv_cache: a self-attention cache (with ``cache_index``) or a cross-attention cache (without); see the module
-        docstring.
+        docstring. A cross-attention cache may hold B rows for B·K query rows (beam search: see
+        ``_attend_projected_memory``).
       cache_index: int32 scalar, position of ``inputs_q[:, 0]`` in the self-attention cache.
       positions: ``[B, T]`` token positions for relative attention in packed rows (positions restart per example);
         default ``arange(T)``. Self-attention without a cache only.
@@ -197,8 +198,6 @@ class MultiHeadAttention(nn.Module):
       if self.attention_type == "full" and not self.relative:
         return self._attend_projected_memory(query, kv_cache, mask, segment_ids, deterministic, return_weights)
       key, value = (jnp.transpose(kv_cache[name], (0, 3, 1, 2)) for name in ("key", "value"))
-      if key.shape[0] != query.shape[0]:  # one cache row for a row's beams (see _attend_projected_memory)
-        key, value = (jnp.repeat(x, query.shape[0] // x.shape[0], axis=0) for x in (key, value))
       q_positions = kv_positions = None
     else:
       inputs_kv = inputs_q if inputs_kv is None else inputs_kv
@@ -325,8 +324,9 @@ class MultiHeadAttention(nn.Module):
       q_segments, kv_segments = segment_ids
       kv_segments = kv_segments.reshape(rows, beams, -1)[:, 0]  # a row's beams share their source
       segment_ids = (None if q_segments is None else fold(q_segments), kv_segments)
-    if mask is not None:  # [B·K | 1, N | 1, T | 1, S] -> [B | 1, N | 1, K·T, S]
-      mask = jnp.broadcast_to(mask, (mask.shape[0], mask.shape[1], t, mask.shape[3]))
+    if mask is not None:  # [B·K | 1, N | 1, T | 1, S | 1] -> [B | 1, N | 1, K·T, S]
+      mask = jnp.reshape(mask, (1,) * (4 - mask.ndim) + mask.shape)
+      mask = jnp.broadcast_to(mask, (mask.shape[0], mask.shape[1], t, kv_cache["key"].shape[-1]))
       if mask.shape[0] == 1:
         mask = jnp.tile(mask, (1, 1, beams, 1))
       else:

@@ -11,7 +11,9 @@ A model is a ``flax.linen.Module`` with four methods, all called through ``model
 ``init_cache(memory, max_length) -> cache``
     The decoder state before the first target token, for up to ``max_length`` target positions. A dict of arrays,
     **every leaf with the batch axis first** (beam search reorders it along axis 0); the position of the next token is
-    kept per row as ``cache["index"]: [B] int32``. What depends on the source alone (the Transformer's projected
+    kept per row as ``cache["index"]: [B] int32``. Searches start with a short cache and grow it: the cache for more
+    positions must be the one for fewer with zeros appended along the axes that grow, position p stored at index p
+    (no ring buffers, no non-zero fill). What depends on the source alone (the Transformer's projected
     encoder-decoder keys and values) goes under a ``PER_SOURCE`` key: it is the same for every beam of a row, so beam
     search keeps it once per source (``[B, ...]`` while the rest of the cache is ``[B·K, ...]``, source b's beams
     in rows b·K .. b·K + K - 1) and never copies it; ``decode`` must accept it so (the Transformer's

@@ -62,7 +62,7 @@ def test_cross_attention_cache_equals_direct_attention(rng):
   np.testing.assert_allclose(cached, direct, atol=1e-6)
 
 
-@pytest.mark.parametrize("masking", ["segments", "mask_per_row", "mask_shared"])
+@pytest.mark.parametrize("masking", ["segments", "mask_per_row", "mask_shared", "mask_of_keys_only"])
 def test_a_cross_attention_cache_row_serves_its_beams_as_direct_attention_does(rng, masking):
   """Beam search keeps one cross-attention cache row per source for its K beams (query rows b·K .. b·K + K - 1):
   outputs and weights equal direct attention from each beam to its own copy of the memory."""
@@ -77,8 +77,10 @@ def test_a_cross_attention_cache_row_serves_its_beams_as_direct_attention_does(r
     args = dict(segment_ids=(None, jnp.repeat(key_mask, k, axis=0)))
   elif masking == "mask_per_row":  # [B·K, N, T, S]: each beam's own, here differing between heads and queries
     args = dict(mask=jnp.asarray(rng.random((B * k, N, 2, S)) > 0.3).at[..., 0].set(True))
-  else:  # [1, 1, 1, S]
+  elif masking == "mask_shared":  # [1, 1, 1, S]
     args = dict(mask=jnp.asarray([[[[True, True, False, True, False]]]]))
+  else:  # [S]: broadcast like any other
+    args = dict(mask=jnp.asarray([True, False, True, True, False]))
   direct, _, direct_w = layer.apply(variables, x, repeated, return_weights=True, **args)
   kv = layer.apply(variables, memory, method=layer.project_kv)
   shared, _, shared_w = layer.apply(variables, x, kv_cache=kv, return_weights=True, **args)
