@@ -286,27 +286,37 @@ squad-official: $(VENV)/.installed minilm
 	  --split=validation,test --weights=params
 	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(SQUAD_OFFICIAL) --dst=results/squad_official
 
-# The transfer study on the official protocol (needs ../shared/data): the budget masked-LM recipe on Wikipedia (240
-# minutes) and on the SQuAD 1.1 train split's own paragraphs (120), each best encoder exported in bfloat16 under
-# results/transfer_official/encoders (what the readers start from: no kept workdir needed), then three readers of
-# that shape on squad_v1_official (120 minutes each: from scratch, from each encoder), recorded. TRANSFER keeps the
-# pre-training runs (outside the checkout for runs that outlive a working stretch); a re-run resumes what is left.
+# The transfer study on the official protocol (needs ../shared/data): the budget masked-LM recipe on Wikipedia
+# (MLM_MINUTES, 240 by default) and on the SQuAD 1.1 train split's own paragraphs (120), each recorded under
+# results/transfer_official/pretraining and its best encoder exported in bfloat16 under
+# results/transfer_official/encoders, then three readers of that shape on squad_v1_official (120 minutes each: from
+# scratch, from each encoder), recorded one by one. Each stage is a target of its own and ends in committed files, so
+# the study goes on across machines: an encoder already under results/ is not pre-trained again (the readers start from
+# it, no kept workdir needed), a reader already recorded is skipped, and a re-run resumes what is left. TRANSFER and
+# TRANSFER_OFFICIAL keep the runs (outside the checkout for runs that outlive a working stretch).
 TRANSFER_OFFICIAL ?= runs/transfer_official
 TRANSFER_OFFICIAL_READERS = bert_scratch_budget bert_from_wikipedia_mlm bert_from_task_text_mlm
-transfer-official: $(VENV)/.installed minilm
+MLM_MINUTES ?= 240
+ENCODERS := results/transfer_official/encoders
+transfer-official: $(ENCODERS)/wikipedia/config.json $(ENCODERS)/task_text/config.json
+	set -e; for reader in $(TRANSFER_OFFICIAL_READERS); do \
+	  if test -f results/transfer_official/squad_v1_official/$$reader/single/default/launch.json; then \
+	    echo "$$reader: recorded under results/transfer_official, skipped"; continue; fi; \
+	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER_OFFICIAL) \
+	    --experiment=experiments/squad_v1_official/$$reader.py --split=validation,test; \
+	  JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(TRANSFER_OFFICIAL) --dst=results/transfer_official; done
+$(ENCODERS)/wikipedia/config.json: | $(VENV)/.installed minilm
 	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER) \
-	  --experiment=experiments/wikipedia/bert_mlm_budget.py --split=test
+	  --experiment=experiments/wikipedia/bert_mlm_budget.py --split=test --config.train.time_limit_minutes=$(MLM_MINUTES)
+	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(TRANSFER) --dst=results/transfer_official/pretraining
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.export --workdir=$(TRANSFER)/wikipedia/bert_mlm_budget/single/default \
+	  --out=$(@D) --dtype=bfloat16
+$(ENCODERS)/task_text/config.json: | $(VENV)/.installed minilm
 	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER) \
 	  --experiment=experiments/squad_v1_official/bert_mlm_task_text.py --split=test
-	JAX_PLATFORMS=cpu $(PY) -m attnjax.export --workdir=$(TRANSFER)/wikipedia/bert_mlm_budget/single/default \
-	  --out=results/transfer_official/encoders/wikipedia --dtype=bfloat16
-	JAX_PLATFORMS=cpu $(PY) -m attnjax.export --workdir=$(TRANSFER)/squad_v1_official/bert_mlm_task_text/single/default \
-	  --out=results/transfer_official/encoders/task_text --dtype=bfloat16
-	set -e; for reader in $(TRANSFER_OFFICIAL_READERS); do \
-	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER_OFFICIAL) \
-	    --experiment=experiments/squad_v1_official/$$reader.py --split=validation,test; done
 	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(TRANSFER) --dst=results/transfer_official/pretraining
-	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(TRANSFER_OFFICIAL) --dst=results/transfer_official
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.export --workdir=$(TRANSFER)/squad_v1_official/bert_mlm_task_text/single/default \
+	  --out=$(@D) --dtype=bfloat16
 
 clean:
 	rm -rf $(VENV) build *.egg-info

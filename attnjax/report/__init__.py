@@ -177,6 +177,9 @@ def write_report(roots: Iterable[fs.PathLike], out: fs.PathLike) -> str:
     plot = f"scaling_{name.replace('/', '_')}.png"
     scaling.plot_scaling(name, points, fs.join(out, plot))
     sections.append("## Loss against model size\n\n" + scaling.scaling_section(name, points, plot))
+  from attnjax.report import pretraining  # pylint: disable=g-import-not-at-top
+  text = pretraining.pretraining_section(records, out)
+  sections += [text] if text else []
   from attnjax.report import transfer  # pylint: disable=g-import-not-at-top
   text = transfer.transfer_section(records, out)
   sections += [text] if text else []
