@@ -14,7 +14,7 @@ What it writes, by the run's model:
 Beside ``config.json`` and ``model.safetensors``: ``generation_config.json`` (the run's beam size; PAD, BOS and the
 padding ids past the vocabulary never generated) and the run's vocabulary as ``tokenizer.json`` +
 ``tokenizer_config.json`` for ``AutoTokenizer`` (:mod:`attnjax.transfer.hf_tokenizer`; a BERT run's WordPiece
-files). A run whose source and target vocabularies differ gets the target's in ``DIR/target_tokenizer``.
+files), and ``attnjax_export.json``: the workdir, checkpoint and step it came from. A run whose source and target vocabularies differ gets the target's in ``DIR/target_tokenizer``.
 
 attnjax's beam search scores a hypothesis by log P / ((5 + |y|) / 6)^α (Wu et al. 2016); ``transformers`` divides
 by |y|^length_penalty. The two agree only at α = 0, so ``generation_config.json`` asks for raw log-probability
@@ -35,6 +35,9 @@ from __future__ import annotations
 from absl import app, flags, logging
 
 from attnjax import fs
+
+# where an export says which run and checkpoint it came from (a report names a fine-tuned reader's pre-training by it)
+PROVENANCE_FILE = "attnjax_export.json"
 
 # Flags are defined only when this module runs as the command, so that importing export_workdir (tools, tests) never
 # collides with another command's flags of the same name.
@@ -130,6 +133,8 @@ def export_workdir(workdir: str, out: str, *, checkpoint: str = "best", dtype: s
                      "encoder of span_qa / bert_mlm do)")
   for warning in warnings:
     logging.warning("export: %s", warning)
+  fs.write_json(fs.join(out, PROVENANCE_FILE), {"workdir": str(workdir), "checkpoint": str(checkpoint),
+                                                 "step": int(loaded.step), "dtype": dtype}, indent=1)
   return {"architecture": config["architectures"][0], "step": loaded.step, "out": str(out),
           "files": sorted(p.name for p in fs.path(out).iterdir()), "warnings": warnings}
 

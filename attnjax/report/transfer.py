@@ -5,7 +5,8 @@ A task gets this section when one of its span-QA runs starts from a pre-trained 
 Every evaluated reader of that task is a row: the BiLSTM, the BERT reader from scratch, and the BERT reader from each
 pre-trained source, scored on the split the run was evaluated on (the test articles), after fine-tuning for the
 steps and minutes shown (from the newest checkpoint's bookkeeping). The pre-training budget of a source that is a run
-of this project (a masked-LM workdir among the report's runs) is that of the checkpoint the readers load, its best:
+of this project (a masked-LM workdir among the report's runs, or a Hugging Face directory ``attnjax.export`` wrote from
+one, which names its workdir and step) is that of the checkpoint the readers load, its best:
 training time, steps, and tokens seen (steps x rows x row length); a published checkpoint's is the publisher's, not
 measured here. Under the table, such a run's scored MLM loss and accuracy stand beside what token frequencies alone
 reach on the same rows (:func:`attnjax.data.mlm.context_free_scores`): a pre-training still above that loss had not
@@ -19,7 +20,9 @@ The claim, "pre-trained Transformers transfer; fine-tuned, they beat the LSTM re
 reader beats both the reader from scratch and the BiLSTM reader in exact match. "Beats" is judged on the 95%
 interval of the EM difference, from a paired bootstrap over the split's paragraphs (the questions of one paragraph
 are not independent; ``question_scores.<split>.*.json``, written by the evaluation): an interval above 0 beats, one
-below 0 loses, one across 0 (or a split of fewer than 20 paragraphs) decides nothing ("inconclusive"). The interval
+below 0 loses, one across 0 (or a split of fewer than 20 paragraphs) decides nothing ("inconclusive"). Every
+pre-trained reader also gets its interval against each other pre-trained reader (which start transfers better), and
+against the reader from scratch where the BiLSTM is not among the runs (the claim is then not measured). The interval
 speaks for this split's articles, whose paragraphs are themselves related, and for the runs as trained (several
 seeds are averaged, their spread is not in it). Runs without per-question scores are judged on their point
 estimates, and the verdict says so. The goals: the reader from ``all-MiniLM-L6-v2`` reaches 40 EM, and the
@@ -34,6 +37,7 @@ was seen; but that reader starts with a head start on the task that the project'
 from __future__ import annotations
 
 import json
+import pathlib
 
 import numpy as np
 from absl import logging
@@ -44,6 +48,7 @@ from attnjax.data.wordpiece import WORDPIECE_FILE
 from attnjax.report.runs import checkpoint_seconds, evaluation_file, init_label
 from attnjax.report.tables import format_wall, markdown_table
 
+REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 SEED_EM = {"BiLSTM reader": 71.3, "pre-trained": 84.1}  # the seed study: LSTM + attention, pre-trained Transformer
 MINILM = "all-MiniLM-L6-v2"
 GOAL_MINILM_EM = 40.0
@@ -68,20 +73,36 @@ def _readers(records: list[dict]) -> dict[str, list[dict]]:
   return {task: runs for task, runs in by_task.items() if any(_source(r) for r in runs)}
 
 
+def exported_from(source: str) -> dict | None:
+  """What ``attnjax.export`` wrote beside a Hugging Face directory it exported (:data:`attnjax.export.PROVENANCE_FILE`:
+  the workdir, checkpoint and step), or None for any other source. A relative source is read as given, else from the
+  repository's root, where experiment files name it from (``results/...``)."""
+  from attnjax.export import PROVENANCE_FILE  # pylint: disable=g-import-not-at-top
+  for base in (str(source), fs.join(str(REPOSITORY), str(source))):
+    path = fs.join(base, PROVENANCE_FILE)
+    if fs.exists(path):
+      return fs.read_json(path)
+    if str(source).startswith(("/", "gs://")):
+      break
+  return None
+
+
 def _pretraining(source: str, records: list[dict]) -> tuple[str, dict | None]:
-  """The budget of a pre-trained source: the matching masked-LM run of the report, at the checkpoint the readers
-  load (its best, the one its evaluation scored): training hours, steps and tokens seen; else the published
-  checkpoint's name."""
-  tail = str(source).rstrip("/").removeprefix("./")
+  """The budget of a pre-trained source: the matching masked-LM run of the report (the source's workdir, or for an
+  export of one, the workdir it was exported from), at the checkpoint the readers load (its best, the one its
+  evaluation scored): training hours, steps and tokens seen; else the published checkpoint's name."""
+  exported = exported_from(source)
+  tail = str(exported["workdir"] if exported else source).rstrip("/").removeprefix("./")
   for r in records:
     workdir = str(r["workdir"]).rstrip("/")
     if r.get("kind") == "mlm" and (workdir == tail or workdir.endswith("/" + tail) or _same_run(tail, r["run"])):
-      step = r.get("step") or r.get("trained_step") or 0
-      tokens = _tokens_seen(r)
+      step = (exported or {}).get("step") or r.get("step") or r.get("trained_step") or 0
+      tokens = _tokens_seen({**r, "step": step})
       hours = (checkpoint_seconds(r["workdir"], step) or 0.0) / 3600
       total = (f"; the run trained {(r.get('train_seconds') or 0.0) / 3600:.1f} h, {r['trained_step']:,} steps"
                if r.get("trained_step") and r["trained_step"] != step else "")
-      return f"{hours:.1f} h, {step:,} steps, {tokens / 1e6:.0f}M tokens (its best checkpoint{total}; {r['run']})", r
+      which = f"the checkpoint exported to {source}" if exported else "its best checkpoint"
+      return f"{hours:.1f} h, {step:,} steps, {tokens / 1e6:.0f}M tokens ({which}{total}; {r['run']})", r
   return "published checkpoint, not pre-trained here", None
 
 
@@ -244,10 +265,17 @@ def _claim_and_goals(by_role: dict[str, list[dict]], own: dict[str, int]) -> str
     lo, hi = intervals[role, other] = interval
     return 1 if lo > 0 else -1 if hi < 0 else 0
 
+  # every pre-trained reader against the baselines present, and each pair of pre-trained readers (which start helps)
+  outcomes = {(role, other): compare(role, other) for role in pretrained for other in ("scratch", "lstm")
+              if other in em}
+  ordered = sorted(pretrained)
+  for i, role in enumerate(ordered):
+    for other in ordered[i + 1:]:
+      compare(role, other)
   if scratch is None or lstm is None or not pretrained:
     verdict = "not measured (needs the BiLSTM reader, the reader from scratch and a pre-trained one)"
   else:
-    outcome = {role: min(compare(role, "scratch"), compare(role, "lstm")) for role in pretrained}
+    outcome = {role: min(outcomes[role, "scratch"], outcomes[role, "lstm"]) for role in pretrained}
     beats = [role for role, o in outcome.items() if o == 1]
     verdict = ("holds" if len(beats) == len(pretrained) else
                f"holds for {', '.join(beats)} only" if beats else
@@ -258,8 +286,9 @@ def _claim_and_goals(by_role: dict[str, list[dict]], own: dict[str, int]) -> str
   for role, value in sorted(em.items()):
     text = f"{names.get(role, 'from ' + role)} {value:.2f}" + (
         f" (mean of {len(by_role[role])})" if len(by_role[role]) > 1 else "")
-    versus = [f"{intervals[role, other][0]:+.1f} to {intervals[role, other][1]:+.1f} vs {names[other]}"
-              for other in ("scratch", "lstm") if (role, other) in intervals]
+    versus = [f"{intervals[role, other][0]:+.1f} to {intervals[role, other][1]:+.1f} vs "
+              f"{names.get(other, 'from ' + other)}" for other in ("scratch", "lstm", *ordered)
+              if (role, other) in intervals]
     evidence.append(text + (f" ({'; '.join(versus)})" if versus else ""))
   lines = [markdown_table(["claim", "evidence (EM)", "verdict"],
                           [["pre-trained Transformers transfer; fine-tuned, they beat the LSTM reader",

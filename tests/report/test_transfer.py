@@ -207,3 +207,47 @@ def test_a_reader_of_windows_counts_windows_not_questions():
   assert fine_tuning(record).startswith("10 steps (320 windows), ")
   record["config"]["data"]["doc_stride"] = None  # contexts cut instead: one example a question
   assert fine_tuning(record).startswith("10 steps (320 questions), ")
+
+
+def test_without_a_bilstm_each_pre_trained_reader_is_judged_against_scratch_and_against_each_other(tmp_path):
+  """The official-protocol transfer study: readers of one shape from random weights, from a Wikipedia encoder and from
+  a task-text encoder; every interval is still computed, the claim (which needs the BiLSTM) is not measured."""
+  by_role = {"scratch": _scored(tmp_path, "scratch", [[0, 0, 0, 0]] * 30),
+             "wikipedia": _scored(tmp_path, "wikipedia", [[1, 1, 0, 0]] * 30),  # +50 over scratch in every paragraph
+             "task_text": _scored(tmp_path, "task_text", [[1, 0, 0, 0]] * 30)}  # +25; 25 behind wikipedia
+  text = transfer._claim_and_goals(by_role, {"wikipedia": 0, "task_text": 0})
+  claim = table_rows(text, "| claim")[0]
+  assert claim["verdict"].startswith("not measured")
+  assert "from task_text 25.00 (+25.0 to +25.0 vs BERT from scratch; -25.0 to -25.0 vs from wikipedia)" in (
+      claim["evidence (EM)"])
+  assert "from wikipedia 50.00 (+50.0 to +50.0 vs BERT from scratch)" in claim["evidence (EM)"]
+  assert "scratch by 5 EM: met (+50.00 EM; 95% interval +50.0 to +50.0)." in text
+
+
+def test_a_reader_from_an_exported_encoder_is_credited_to_the_run_it_was_exported_from(tmp_path):
+  root = tmp_path / "runs"
+  mlm = _workdir(root, "wikipedia/bert_mlm_budget", step=3500, seconds=140 * 60.0, older={3250: 130 * 60.0},
+                 scores={"step": 3250, "mlm_accuracy": 0.3, "mlm_loss": 4.5})
+  encoder = tmp_path / "encoders" / "wikipedia"  # what attnjax.export writes beside the Hugging Face files
+  encoder.mkdir(parents=True)
+  from attnjax.export import PROVENANCE_FILE  # pylint: disable=g-import-not-at-top
+  (encoder / PROVENANCE_FILE).write_text(json.dumps(
+      {"workdir": "/elsewhere/transfer/wikipedia/bert_mlm_budget/single/default", "checkpoint": "best", "step": 3250,
+       "dtype": "bfloat16"}))
+  for reader, source in (("bert_scratch_budget", None), ("bert_from_mlm_budget", str(encoder))):
+    config = importlib.import_module(f"experiments.squad_transfer.{reader}").get_config()
+    run = root / "readers" / reader
+    (run / "checkpoints" / "700" / "meta").mkdir(parents=True)
+    (run / "checkpoints" / "700" / "meta" / "metadata").write_text(json.dumps({"train_seconds": 3600.0}))
+    with config.train.unlocked():
+      config.train.init_encoder_from = source
+    (run / "config.json").write_text(config.to_json_best_effort())
+    (run / "launch.json").write_text(json.dumps({"status": "done"}))
+    (run / "metrics.test.json").write_text(json.dumps({"split": "test", "step": 700, "exact_match": 9.0, "f1": 19.0}))
+  markdown = report.write_report([str(root)], str(tmp_path / "report"))
+  row = next(row for row in table_rows(markdown, "## Transfer") if row["starts from"] == "wikipedia")
+  tokens = 3250 * mlm.data.batch_size * mlm.data.seq_len
+  assert row["pre-training"] == (f"2.2 h, 3,250 steps, {tokens / 1e6:.0f}M tokens (the checkpoint exported to "
+                                 f"{encoder}; the run trained 2.3 h, 3,500 steps; "
+                                 "wikipedia/bert_mlm_budget/single/default)")
+  assert transfer.exported_from(str(tmp_path / "nowhere")) is None
