@@ -307,13 +307,14 @@ transfer-official: $(ENCODERS)/wikipedia/config.json $(ENCODERS)/task_text/confi
 	  JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(TRANSFER_OFFICIAL) --dst=results/transfer_official; done
 $(ENCODERS)/wikipedia/config.json: | $(VENV)/.installed minilm
 	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER) \
-	  --experiment=experiments/wikipedia/bert_mlm_budget.py --split=test --config.train.time_limit_minutes=$(MLM_MINUTES)
+	  --experiment=experiments/wikipedia/bert_mlm_budget.py --split=validation,test \
+	  --config.train.time_limit_minutes=$(MLM_MINUTES)
 	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(TRANSFER) --dst=results/transfer_official/pretraining
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.export --workdir=$(TRANSFER)/wikipedia/bert_mlm_budget/single/default \
 	  --out=$(@D) --dtype=bfloat16
 $(ENCODERS)/task_text/config.json: | $(VENV)/.installed minilm
 	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER) \
-	  --experiment=experiments/squad_v1_official/bert_mlm_task_text.py --split=test
+	  --experiment=experiments/squad_v1_official/bert_mlm_task_text.py --split=validation,test
 	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(TRANSFER) --dst=results/transfer_official/pretraining
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.export --workdir=$(TRANSFER)/squad_v1_official/bert_mlm_task_text/single/default \
 	  --out=$(@D) --dtype=bfloat16

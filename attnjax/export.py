@@ -35,9 +35,7 @@ from __future__ import annotations
 from absl import app, flags, logging
 
 from attnjax import fs
-
-# where an export says which run and checkpoint it came from (a report names a fine-tuned reader's pre-training by it)
-PROVENANCE_FILE = "attnjax_export.json"
+from attnjax.transfer import PROVENANCE_FILE  # which run and checkpoint an export came from
 
 # Flags are defined only when this module runs as the command, so that importing export_workdir (tools, tests) never
 # collides with another command's flags of the same name.

@@ -14,10 +14,12 @@ from absl import logging
 from etils import epath
 
 from attnjax import fs
+from attnjax.transfer import PROVENANCE_FILE
 from attnjax.report.tensorboard import read_scalars
 
 RUN_FILES = ("launch.json", "config.json")
 SKIPPED_DIRS = ("checkpoints", "tensorboard")  # large, and never hold a run of their own
+EXPORTED = PROVENANCE_FILE  # beside an exported model's config.json: a model kept with the records, not a run
 SPLIT_PREFERENCE = ("test", "validation")
 
 # The seed study's published numbers, (task, model label) -> {metric: value}, as the papers printed them.
@@ -100,7 +102,9 @@ NOT_COMPUTED = "—"  # an evaluated run whose evaluation did not compute this m
 
 def find_runs(root: fs.PathLike) -> list[epath.Path]:
   """The run workdirs under ``root`` (``root`` itself if it is one), sorted by path, runs nested in a run's workdir
-  included (the launcher's ``<point>/seed<N>``); ``checkpoints`` and ``tensorboard`` are not searched.
+  included (the launcher's ``<point>/seed<N>``); ``checkpoints`` and ``tensorboard`` are not searched, and a
+  Hugging Face directory that ``attnjax.export`` wrote (its ``attnjax_export.json`` beside its ``config.json``) is
+  a model kept with the records, not a run.
 
   Raises:
     FileNotFoundError: ``root`` does not exist (the message names it).
@@ -116,7 +120,8 @@ def find_runs(root: fs.PathLike) -> list[epath.Path]:
   while stack:
     directory = stack.pop()
     children = list(directory.iterdir())
-    if any(child.name in RUN_FILES for child in children):
+    names = {child.name for child in children}
+    if names & set(RUN_FILES) and EXPORTED not in names:  # an exported model's config.json is not a run's
       runs.append(directory)
     # not only below directories that are no run: the launcher puts a point's ``--seeds`` runs in <point>/seed<N>,
     # inside the point's own workdir when the point was first run without --seeds

@@ -43,6 +43,7 @@ import numpy as np
 from absl import logging
 
 from attnjax import fs
+from attnjax.transfer import PROVENANCE_FILE
 from attnjax.report import figures
 from attnjax.data.wordpiece import WORDPIECE_FILE
 from attnjax.report.runs import checkpoint_seconds, evaluation_file, init_label
@@ -77,7 +78,6 @@ def exported_from(source: str) -> dict | None:
   """What ``attnjax.export`` wrote beside a Hugging Face directory it exported (:data:`attnjax.export.PROVENANCE_FILE`:
   the workdir, checkpoint and step), or None for any other source. A relative source is read as given, else from the
   repository's root, where experiment files name it from (``results/...``)."""
-  from attnjax.export import PROVENANCE_FILE  # pylint: disable=g-import-not-at-top
   for base in (str(source), fs.join(str(REPOSITORY), str(source))):
     path = fs.join(base, PROVENANCE_FILE)
     if fs.exists(path):

@@ -230,7 +230,7 @@ def test_a_reader_from_an_exported_encoder_is_credited_to_the_run_it_was_exporte
                  scores={"step": 3250, "mlm_accuracy": 0.3, "mlm_loss": 4.5})
   encoder = tmp_path / "encoders" / "wikipedia"  # what attnjax.export writes beside the Hugging Face files
   encoder.mkdir(parents=True)
-  from attnjax.export import PROVENANCE_FILE  # pylint: disable=g-import-not-at-top
+  from attnjax.transfer import PROVENANCE_FILE  # pylint: disable=g-import-not-at-top
   (encoder / PROVENANCE_FILE).write_text(json.dumps(
       {"workdir": "/elsewhere/transfer/wikipedia/bert_mlm_budget/single/default", "checkpoint": "best", "step": 3250,
        "dtype": "bfloat16"}))
@@ -251,3 +251,15 @@ def test_a_reader_from_an_exported_encoder_is_credited_to_the_run_it_was_exporte
                                  f"{encoder}; the run trained 2.3 h, 3,500 steps; "
                                  "wikipedia/bert_mlm_budget/single/default)")
   assert transfer.exported_from(str(tmp_path / "nowhere")) is None
+
+
+def test_an_exported_encoder_kept_beside_the_records_is_not_read_as_a_run(tmp_path):
+  root = tmp_path / "results"
+  _workdir(root, "wikipedia/bert_mlm_budget", step=10, seconds=60.0, scores={"mlm_accuracy": 0.1, "mlm_loss": 7.0})
+  encoder = root / "encoders" / "wikipedia"
+  encoder.mkdir(parents=True)
+  (encoder / "config.json").write_text(json.dumps({"architectures": ["RobertaPreLayerNormModel"]}))
+  from attnjax.transfer import PROVENANCE_FILE  # pylint: disable=g-import-not-at-top
+  assert [p.name for p in report.find_runs(root)] == ["wikipedia", "default"]  # a hand-made run: config.json alone
+  (encoder / PROVENANCE_FILE).write_text(json.dumps({"workdir": "w", "checkpoint": "best", "step": 10}))
+  assert [str(p.relative_to(root)) for p in report.find_runs(root)] == ["wikipedia/bert_mlm_budget/single/default"]

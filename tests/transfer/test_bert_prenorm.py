@@ -114,7 +114,7 @@ def test_a_pre_norm_masked_lm_run_exports_its_encoder_and_it_comes_back_bit_for_
   small = export_workdir(str(tmp_path / "run"), str(tmp_path / "bf16"), dtype="bfloat16")
   assert small["architecture"] == "RobertaPreLayerNormModel"
   # which run and checkpoint the files came from (a report credits a reader's pre-training by it)
-  from attnjax.export import PROVENANCE_FILE  # pylint: disable=g-import-not-at-top
+  from attnjax.transfer import PROVENANCE_FILE  # pylint: disable=g-import-not-at-top
   assert json.loads((tmp_path / "bf16" / PROVENANCE_FILE).read_text()) == {
       "workdir": str(tmp_path / "run"), "checkpoint": "best", "step": 3, "dtype": "bfloat16"}
   assert summary["architecture"] == "RobertaPreLayerNormModel" and "vocab.txt" in summary["files"]
