@@ -292,31 +292,33 @@ squad-official: $(VENV)/.installed minilm
 # results/transfer_official/encoders, then three readers of that shape on squad_v1_official (120 minutes each: from
 # scratch, from each encoder), recorded one by one. Each stage is a target of its own and ends in committed files, so
 # the study goes on across machines: an encoder already under results/ is not pre-trained again (the readers start from
-# it, no kept workdir needed), a reader already recorded is skipped, and a re-run resumes what is left. TRANSFER and
-# TRANSFER_OFFICIAL keep the runs (outside the checkout for runs that outlive a working stretch).
+# it, no kept workdir needed), a reader already recorded is skipped, and a re-run resumes what is left.
+# TRANSFER_OFFICIAL keeps the runs, the pre-training under its pretraining/ (outside the checkout for runs that outlive
+# a working stretch, e.g. TRANSFER_OFFICIAL=/root/attnjax-runs/transfer_official).
 TRANSFER_OFFICIAL ?= runs/transfer_official
 TRANSFER_OFFICIAL_READERS = bert_scratch_budget bert_from_wikipedia_mlm bert_from_task_text_mlm
+PRETRAINING_OFFICIAL ?= $(TRANSFER_OFFICIAL)/pretraining
 MLM_MINUTES ?= 240
 ENCODERS := results/transfer_official/encoders
-transfer-official: $(ENCODERS)/wikipedia/config.json $(ENCODERS)/task_text/config.json
+transfer-official: $(ENCODERS)/wikipedia/attnjax_export.json $(ENCODERS)/task_text/attnjax_export.json
 	set -e; for reader in $(TRANSFER_OFFICIAL_READERS); do \
 	  if test -f results/transfer_official/squad_v1_official/$$reader/single/default/launch.json; then \
 	    echo "$$reader: recorded under results/transfer_official, skipped"; continue; fi; \
 	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER_OFFICIAL) \
 	    --experiment=experiments/squad_v1_official/$$reader.py --split=validation,test; \
 	  JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(TRANSFER_OFFICIAL) --dst=results/transfer_official; done
-$(ENCODERS)/wikipedia/config.json: | $(VENV)/.installed minilm
-	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER) \
+$(ENCODERS)/wikipedia/attnjax_export.json: | $(VENV)/.installed minilm
+	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(PRETRAINING_OFFICIAL) \
 	  --experiment=experiments/wikipedia/bert_mlm_budget.py --split=validation,test \
 	  --config.train.time_limit_minutes=$(MLM_MINUTES)
-	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(TRANSFER) --dst=results/transfer_official/pretraining
-	JAX_PLATFORMS=cpu $(PY) -m attnjax.export --workdir=$(TRANSFER)/wikipedia/bert_mlm_budget/single/default \
+	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(PRETRAINING_OFFICIAL) --dst=results/transfer_official/pretraining
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.export --workdir=$(PRETRAINING_OFFICIAL)/wikipedia/bert_mlm_budget/single/default \
 	  --out=$(@D) --dtype=bfloat16
-$(ENCODERS)/task_text/config.json: | $(VENV)/.installed minilm
-	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER) \
+$(ENCODERS)/task_text/attnjax_export.json: | $(VENV)/.installed minilm
+	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(PRETRAINING_OFFICIAL) \
 	  --experiment=experiments/squad_v1_official/bert_mlm_task_text.py --split=validation,test
-	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(TRANSFER) --dst=results/transfer_official/pretraining
-	JAX_PLATFORMS=cpu $(PY) -m attnjax.export --workdir=$(TRANSFER)/squad_v1_official/bert_mlm_task_text/single/default \
+	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(PRETRAINING_OFFICIAL) --dst=results/transfer_official/pretraining
+	JAX_PLATFORMS=cpu $(PY) -m attnjax.export --workdir=$(PRETRAINING_OFFICIAL)/squad_v1_official/bert_mlm_task_text/single/default \
 	  --out=$(@D) --dtype=bfloat16
 
 clean:

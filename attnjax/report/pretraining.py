@@ -2,10 +2,10 @@
 what token frequencies alone reach.
 
 Every masked-LM run (kind ``mlm``) that was scored gets a row: the budget it was given
-(``train.time_limit_minutes``), the training time and steps of its newest checkpoint (summed over restarts), the
-tokens it had seen (steps x rows x row length: every position of a row is read, masked or not), and its scored
-split's MLM loss and accuracy beside token frequencies' on the same rows (``context_free_mlm_*`` in its metrics,
-written by the evaluation): a loss below theirs is a model that uses the context.
+(``train.time_limit_minutes``), the training time (summed over restarts) and steps of its scored checkpoint (its
+best), the tokens it had seen there (steps x rows x row length: every position of a row is read, masked or not), and
+its scored split's MLM loss and accuracy beside token frequencies' on the same rows (``context_free_mlm_*`` in its
+metrics, written by the evaluation): a loss below theirs is a model that uses the context.
 
 The figure draws the held-out curves written during training (``eval/mlm_loss`` and ``eval/mlm_accuracy``, on the
 validation rows) against tokens seen, a line per run, and each run's frequency baseline as a dashed line of its
@@ -19,8 +19,11 @@ recipe reached 6.99 and 10.4% in four hours of this machine.
 
 from __future__ import annotations
 
+from absl import logging
+
 from attnjax import fs
 from attnjax.report import figures
+from attnjax.report.runs import checkpoint_seconds
 from attnjax.report.tables import format_wall, markdown_table
 
 GOAL_LOSS = 5.0
@@ -47,7 +50,11 @@ def curve_baseline(record: dict) -> tuple[str, tuple[float, float]] | None:
   """``(split, (loss, accuracy))``: the frequency baseline the curves stand beside (see the module docstring)."""
   path = fs.join(record["workdir"], "metrics.validation.json")
   if fs.exists(path):
-    found = _baseline(fs.read_json(path))
+    try:
+      found = _baseline(fs.read_json(path))
+    except ValueError as e:
+      logging.warning("pretraining: %s is not JSON (%s): the curves stand beside the scored split's baseline", path, e)
+      found = None
     if found is not None:
       return "validation", found
   found = _baseline(record.get("metrics"))
@@ -114,7 +121,8 @@ def pretraining_section(records: list[dict], out: fs.PathLike) -> str | None:
     step = r.get("step") or r.get("trained_step")
     budget = ((r.get("config") or {}).get("train") or {}).get("time_limit_minutes")
     tokens = (step or 0) * tokens_per_step(r)
-    rows.append([r["run"], "—" if budget is None else f"{budget:g} min", format_wall(r.get("train_seconds")),
+    seconds = (checkpoint_seconds(r["workdir"], step) if step else None) or r.get("train_seconds")
+    rows.append([r["run"], f"{budget:g} min" if budget else "—", format_wall(seconds),
                  "—" if step is None else f"{step:,}", f"{tokens / 1e6:.1f}M" if tokens else "—", r["split"],
                  f"{scores['mlm_loss']:.3f}",
                  "—" if scores.get("mlm_accuracy") is None else f"{100 * scores['mlm_accuracy']:.1f}%",

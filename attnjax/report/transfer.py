@@ -21,8 +21,9 @@ reader beats both the reader from scratch and the BiLSTM reader in exact match. 
 interval of the EM difference, from a paired bootstrap over the split's paragraphs (the questions of one paragraph
 are not independent; ``question_scores.<split>.*.json``, written by the evaluation): an interval above 0 beats, one
 below 0 loses, one across 0 (or a split of fewer than 20 paragraphs) decides nothing ("inconclusive"). Every
-pre-trained reader also gets its interval against each other pre-trained reader (which start transfers better), and
-against the reader from scratch where the BiLSTM is not among the runs (the claim is then not measured). The interval
+pair of pre-trained readers also gets the interval of their difference (which start transfers better), shown with the
+first of the two by name, and each is judged against the reader from scratch where the BiLSTM is not among the runs
+(the claim is then not measured). The interval
 speaks for this split's articles, whose paragraphs are themselves related, and for the runs as trained (several
 seeds are averaged, their spread is not in it). Runs without per-question scores are judged on their point
 estimates, and the verdict says so. The goals: the reader from ``all-MiniLM-L6-v2`` reaches 40 EM, and the
@@ -75,13 +76,18 @@ def _readers(records: list[dict]) -> dict[str, list[dict]]:
 
 
 def exported_from(source: str) -> dict | None:
-  """What ``attnjax.export`` wrote beside a Hugging Face directory it exported (:data:`attnjax.export.PROVENANCE_FILE`:
-  the workdir, checkpoint and step), or None for any other source. A relative source is read as given, else from the
-  repository's root, where experiment files name it from (``results/...``)."""
+  """What ``attnjax.export`` wrote beside a Hugging Face directory it exported
+  (:data:`attnjax.transfer.PROVENANCE_FILE`: the workdir, checkpoint and step), or None for any other source. A
+  relative source is read as given, else from the repository's root, where experiment files name it from
+  (``results/...``)."""
   for base in (str(source), fs.join(str(REPOSITORY), str(source))):
     path = fs.join(base, PROVENANCE_FILE)
     if fs.exists(path):
-      return fs.read_json(path)
+      try:
+        return fs.read_json(path)
+      except ValueError as e:
+        logging.warning("transfer: %s is not JSON (%s): the source is taken for a published checkpoint", path, e)
+        return None
     if str(source).startswith(("/", "gs://")):
       break
   return None
@@ -102,16 +108,21 @@ def _pretraining(source: str, records: list[dict]) -> tuple[str, dict | None]:
       total = (f"; the run trained {(r.get('train_seconds') or 0.0) / 3600:.1f} h, {r['trained_step']:,} steps"
                if r.get("trained_step") and r["trained_step"] != step else "")
       which = f"the checkpoint exported to {source}" if exported else "its best checkpoint"
-      return f"{hours:.1f} h, {step:,} steps, {tokens / 1e6:.0f}M tokens ({which}{total}; {r['run']})", r
+      text = f"{hours:.1f} h, {step:,} steps, {tokens / 1e6:.0f}M tokens ({which}{total}; {r['run']})"
+      return text, {**r, "step": step}
   return "published checkpoint, not pre-trained here", None
 
 
 def _same_run(source: str, run: str) -> bool:
   """Whether ``init_encoder_from`` names the run ``run`` (its path under its launch root,
   ``<experiment>/<sweep>/<point>``) under another root: the readers trained from ``runs/transfer/...`` and the report
-  reads the records of the same runs from ``results/transfer/...``."""
-  parts = str(run).strip("/").split("/")
-  return len(parts) >= 3 and str(source).strip("/").split("/")[-len(parts):] == parts
+  reads the records of the same runs from ``results/transfer/...``, or from a record one level deeper
+  (``results/transfer_official/pretraining/...``): the launcher's last four levels (task, experiment, sweep, point)
+  agree."""
+  parts, theirs = str(run).strip("/").split("/"), str(source).strip("/").split("/")
+  if len(parts) >= 3 and theirs[-len(parts):] == parts:
+    return True
+  return len(parts) >= 4 and len(theirs) >= 4 and theirs[-4:] == parts[-4:]
 
 
 def _tokens_seen(record: dict) -> int:

@@ -25,6 +25,9 @@ def _mlm(root, name, *, task="wikipedia_mlm", schedule="budget_linear", loss=4.8
               metrics={"step": step, "steps": [step], "examples": 300, "mlm_loss": loss, "mlm_accuracy": accuracy,
                        "context_free_mlm_loss": 6.5, "context_free_mlm_accuracy": 0.0625},
               curves={"eval/mlm_loss": LOSS, "eval/mlm_accuracy": ACCURACY})
+  for s, seconds in ((step, 7200.0), (step + 50, 7800.0)):  # the scored checkpoint, then a newer one
+    (path / "checkpoints" / str(s) / "meta").mkdir(parents=True)
+    (path / "checkpoints" / str(s) / "meta" / "metadata").write_text(json.dumps({"train_seconds": seconds}))
   if validation:
     (path / "metrics.validation.json").write_text(json.dumps(
         {"split": "validation", "step": step, "mlm_loss": 5.0, "mlm_accuracy": 0.2,
@@ -37,7 +40,7 @@ def test_each_run_stands_beside_token_frequencies_with_its_budget_and_the_tokens
   text = report.write_report([tmp_path / "runs"], tmp_path / "out")
   (row,) = table_rows(text, HEADING)
   assert row["budget"] == "140 min"
-  assert row["steps"] == "750"
+  assert (row["steps"], row["trained (h:mm)"]) == ("750", "2:00")  # the scored checkpoint's, not the newest's 2:10
   assert row["tokens seen"] == f"{750 * 64 * 128 / 1e6:.1f}M"  # 6.1M: every position of 64 rows of 128, a step
   assert (row["split"], row["MLM loss"], row["MLM accuracy"]) == ("test", "4.875", "25.0%")
   assert (row["frequencies: loss"], row["frequencies: accuracy"]) == ("6.500", "6.2%")
