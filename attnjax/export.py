@@ -9,7 +9,8 @@ What it writes, by the run's model:
   pre-norm (:mod:`attnjax.transfer.seq2seq`), for ``AutoModelForSeq2SeqLM``;
 * ``decoder_lm``: ``GPT2LMHeadModel`` (:mod:`attnjax.transfer.lm`), for ``AutoModelForCausalLM``;
 * ``span_qa`` / ``bert_mlm`` with a BERT encoder: the encoder as ``BertModel`` (:mod:`attnjax.transfer.bert`), a
-  pre-norm one as ``RobertaPreLayerNormModel``; a masked-LM run's token types all as its trained type 0.
+  pre-norm one as ``RobertaPreLayerNormModel``; a masked-LM run's token types all as its trained type 0; its
+  WordPiece ``vocab.txt`` with a ``tokenizer_config.json`` that names ``BertTokenizer`` and the run's casing.
 
 Beside ``config.json`` and ``model.safetensors``: ``generation_config.json`` (the run's beam size; PAD, BOS and the
 padding ids past the vocabulary never generated) and the run's vocabulary as ``tokenizer.json`` +
@@ -125,6 +126,12 @@ def export_workdir(workdir: str, out: str, *, checkpoint: str = "best", dtype: s
     vocab = fs.join(workdir, WORDPIECE_FILE)
     if fs.exists(vocab):
       fs.write_bytes(fs.join(out, "vocab.txt"), fs.read_bytes(vocab))
+      # AutoTokenizer takes its class from here: a pre-norm encoder's config.json says roberta-prelayernorm, whose
+      # own tokenizer (byte-level BPE) is not this WordPiece vocabulary's
+      fs.write_json(fs.join(out, "tokenizer_config.json"),
+                    {"tokenizer_class": "BertTokenizer",
+                     "do_lower_case": bool(loaded.config.data.get("lowercase", True)),
+                     "model_max_length": int(model.max_length)}, indent=1)
     config = json.loads(fs.read_text(fs.join(out, "config.json")))
   else:
     raise ValueError(f"{workdir}: model {name!r} has no Hugging Face export (transformer, decoder_lm, and the BERT "

@@ -117,6 +117,18 @@ def test_a_pre_norm_masked_lm_run_exports_its_encoder_and_it_comes_back_bit_for_
   from attnjax.transfer import PROVENANCE_FILE  # pylint: disable=g-import-not-at-top
   assert json.loads((tmp_path / "bf16" / PROVENANCE_FILE).read_text()) == {
       "workdir": str(tmp_path / "run"), "checkpoint": "best", "step": 3, "dtype": "bfloat16"}
+  # AutoTokenizer would take RoBERTa's byte-level BPE for this config: the WordPiece class and the run's casing are named
+  settings = json.loads((tmp_path / "bf16" / "tokenizer_config.json").read_text())
+  assert settings == {"tokenizer_class": "BertTokenizer", "do_lower_case": True,
+                      "model_max_length": config.model.max_length}
+  saved = json.loads((tmp_path / "run" / "config.json").read_text())
+  saved["data"]["lowercase"] = False  # a cased vocabulary's run
+  (tmp_path / "run" / "config.json").write_text(json.dumps(saved))
+  export_workdir(str(tmp_path / "run"), str(tmp_path / "cased"))
+  assert not json.loads((tmp_path / "cased" / "tokenizer_config.json").read_text())["do_lower_case"]
+  # the fixture's vocabulary is lower case: "Cat" is a word of it only where the tokenizer lower-cases
+  assert bert.load_tokenizer(str(tmp_path / "hf")).encode("Cat").tokens == ["[CLS]", "cat", "[SEP]"]
+  assert bert.load_tokenizer(str(tmp_path / "cased")).encode("Cat").tokens == ["[CLS]", "[UNK]", "[SEP]"]
   assert summary["architecture"] == "RobertaPreLayerNormModel" and "vocab.txt" in summary["files"]
   module, params, _ = bert.import_bert(str(tmp_path / "hf"))
   assert module.pre_norm and module.max_length == config.model.max_length
