@@ -15,7 +15,8 @@ What it writes, by the run's model:
 Beside ``config.json`` and ``model.safetensors``: ``generation_config.json`` (the run's beam size; PAD, BOS and the
 padding ids past the vocabulary never generated) and the run's vocabulary as ``tokenizer.json`` +
 ``tokenizer_config.json`` for ``AutoTokenizer`` (:mod:`attnjax.transfer.hf_tokenizer`; a BERT run's WordPiece
-files), and ``attnjax_export.json``: the workdir, checkpoint and step it came from. A run whose source and target vocabularies differ gets the target's in ``DIR/target_tokenizer``.
+files), and ``attnjax_export.json``: the workdir, checkpoint and step it came from. A run whose source and target
+vocabularies differ gets the target's in ``DIR/target_tokenizer``.
 
 attnjax's beam search scores a hypothesis by log P / ((5 + |y|) / 6)^α (Wu et al. 2016); ``transformers`` divides
 by |y|^length_penalty. The two agree only at α = 0, so ``generation_config.json`` asks for raw log-probability

@@ -46,6 +46,7 @@ from absl import logging
 from attnjax import fs
 from attnjax.transfer import PROVENANCE_FILE
 from attnjax.report import figures
+from attnjax.report.pretraining import tokens_per_step
 from attnjax.data.wordpiece import WORDPIECE_FILE
 from attnjax.report.runs import checkpoint_seconds, evaluation_file, init_label
 from attnjax.report.tables import format_wall, markdown_table
@@ -127,9 +128,7 @@ def _same_run(source: str, run: str) -> bool:
 
 def _tokens_seen(record: dict) -> int:
   """Tokens a masked-LM run had seen at its scored checkpoint: steps x rows x row length."""
-  data = (record.get("config") or {}).get("data") or {}
-  step = record.get("step") or record.get("trained_step") or 0
-  return step * int(data.get("batch_size") or 0) * int(data.get("seq_len") or 0)
+  return (record.get("step") or record.get("trained_step") or 0) * tokens_per_step(record)
 
 
 def _pretraining_reached(record: dict) -> str | None:
