@@ -337,6 +337,12 @@ def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
   assert not repeats["config"]["data"]["paragraph_negatives"]
   row(SQUAD2, "the same, trained also on SQuAD 1.1 train, each unanswerable question ten times an epoch",
       _squad2_scores(repeats["scores"]), f"{repeats['config']['train']['time_limit_minutes']:.0f} min")
+  averaged = _one(official, run="squad_v2_with_v1_train/bert_from_minilm_batch16_ema/single/default")
+  assert averaged["config"]["data"]["paragraph_negatives"] == 0.5 and averaged["config"]["train"]["ema_decay"]
+  assert averaged["config"]["data"]["batch_size"] == 16 and averaged["metrics"]["weights"] == "average"
+  row(SQUAD2, "the same, trained also on SQuAD 1.1 train, with unanswerable questions from other paragraphs, batches "
+      "of 16 and the weights' moving average", _squad2_scores(averaged["scores"]),
+      f"{averaged['config']['train']['time_limit_minutes']:.0f} min")
 
   lm = _one(scaling, run="wikipedia/lm/size/l4d192")
   from attnjax.report.scaling import non_embedding_params  # pylint: disable=g-import-not-at-top
