@@ -83,10 +83,15 @@ class Mutant:
 
 MUTANTS = (
     Mutant("ema-decay-weights", "attnjax/training/steps.py",
-           "(ema_decay * a + (1.0 - ema_decay) * p)",
-           "((1.0 - ema_decay) * a + ema_decay * p)",
+           "(d * a + (1.0 - d) * p)",
+           "((1.0 - d) * a + d * p)",
            ("tests/training/test_ema.py::test_the_average_is_the_papers_recursion_over_the_runs_parameters",),
            "the parameters' moving average (BiDAF): ema <- d * ema + (1 - d) * params"),
+    Mutant("ema-warmup-offset", "attnjax/training/steps.py",
+           "(1.0 + t) / (10.0 + t)",
+           "(1.0 + t) / (9.0 + t)",
+           ("tests/training/test_ema.py::test_the_warmed_up_decay_is_min_of_d_and_one_plus_t_over_ten_plus_t",),
+           "the average's warmed-up decay: min(d, (1 + t) / (10 + t))"),
     Mutant("memory-attention-sqrt-dk", "attnjax/kernels/dot_product.py",
            "preferred_element_type=acc) * jnp.asarray(1.0 / math.sqrt(h),",
            "preferred_element_type=acc) * jnp.asarray(1.0 / h,",

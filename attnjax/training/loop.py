@@ -125,7 +125,7 @@ class Experiment:
     self.train_step = steps.make_train_step(
         self.model, self.tx, self.schedule, state_sharding=self.state_sharding, mesh=self.mesh, rules=self.rules,
         grad_accum_steps=config.train.grad_accum_steps, batch_sharding=batch_sharding, loss_fn=loss_fn,
-        ema_decay=ema_decay)
+        ema_decay=ema_decay, ema_warmup=bool(config.train.get("ema_warmup")))
     self.eval_step = steps.make_eval_step(self.model, state_sharding=self.state_sharding, mesh=self.mesh,
                                           rules=self.rules, batch_sharding=batch_sharding, loss_fn=loss_fn)
     self.cache: dict = {}  # the family's objects kept between evaluations (a decoder, a span predictor)

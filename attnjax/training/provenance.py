@@ -43,6 +43,7 @@ RUN_CHANGING = (
     "train.label_smoothing",
     "train.grad_accum_steps",
     "train.ema_decay",
+    "train.ema_warmup",
 )
 
 # Keys that leave the trained function and its data order alone: how long and how observably the run goes, where it

@@ -37,7 +37,7 @@ def _split_micro(batch, k):
 
 
 def make_train_step(model, tx, schedule, *, loss_fn, state_sharding, mesh, rules, grad_accum_steps=1,
-                    batch_sharding=None, ema_decay=None):
+                    batch_sharding=None, ema_decay=None, ema_warmup=False):
   """Returns ``step(state, batch) -> (state, metrics)``, jit-compiled and sharded; ``state`` is donated. With a
   schedule tied to the time budget (:class:`attnjax.training.optim.BudgetSchedule`) it is ``step(state, batch,
   progress)``: ``progress`` the share of the budget used, a float32 scalar, and the update is scaled by the
@@ -46,7 +46,9 @@ def make_train_step(model, tx, schedule, *, loss_fn, state_sharding, mesh, rules
   ``loss_fn``: see the module docstring (the task family's, :meth:`attnjax.families.base.TaskFamily.loss`).
   ``batch_sharding``: a sharding for every batch array, or a dict of them by key (:func:`batch_shardings`);
   default: every array is ``[batch, length]`` split along the batch. ``ema_decay``: the state's moving average of
-  the parameters (it must have one) moves after the update, ``ema ← d · ema + (1 − d) · params``.
+  the parameters (it must have one) moves after the update, ``ema ← d · ema + (1 − d) · params``; with
+  ``ema_warmup`` the decay of the update made after ``t`` others is ``min(d, (1 + t) / (10 + t))`` (TensorFlow's
+  ``ExponentialMovingAverage(num_updates=...)``), so that a short run's average forgets its initial weights.
   """
   if ema_decay is not None and state_sharding.ema_params is None:
     raise ValueError("train.ema_decay: the train state has no moving average (create_train_state(..., ema=True))")
@@ -87,8 +89,11 @@ def make_train_step(model, tx, schedule, *, loss_fn, state_sharding, mesh, rules
     params = optax.apply_updates(state.params, updates)
     average = state.ema_params
     if ema_decay is not None:
-      average = jax.tree_util.tree_map(lambda a, p: (ema_decay * a + (1.0 - ema_decay) * p).astype(a.dtype), average,
-                                       params)
+      d = ema_decay
+      if ema_warmup:
+        t = state.step.astype(jnp.float32)
+        d = jnp.minimum(jnp.float32(ema_decay), (1.0 + t) / (10.0 + t))
+      average = jax.tree_util.tree_map(lambda a, p: (d * a + (1.0 - d) * p).astype(a.dtype), average, params)
     metrics = {"loss": stats["loss_sum"] / ntokens, "nll": stats["nll_sum"] / ntokens, "ntokens": stats["ntokens"],
                **({"accuracy": stats["correct_sum"] / ntokens} if "correct_sum" in stats else {}),
                "grad_norm": optax.tree.norm(grads), "learning_rate": rate}

@@ -42,12 +42,9 @@ def _leaves(tree):
   return [np.asarray(x) for x in jax.tree_util.tree_leaves(tree)]
 
 
-@pytest.fixture(scope="module")
-def straight(tmp_path_factory):
-  """A 12-step run that keeps a checkpoint of every step: the parameters and their average after each, and before
-  the first (the initial weights, which the average starts from: the same seed builds the same state)."""
-  workdir = str(tmp_path_factory.mktemp("ema"))
-  config = _config()
+def _run_keeping_every_step(workdir, config):
+  """The initial state and the state after each of the run's steps (a checkpoint of every step): the same seed builds
+  the same state, the initial weights the average starts from."""
   config.train.checkpoint_every, config.train.keep_checkpoints = 1, 20
   exp = Experiment(config, workdir)
   initial = jax.device_get(exp.state)
@@ -55,29 +52,58 @@ def straight(tmp_path_factory):
   train_and_evaluate(config, workdir)
   exp = Experiment(load_config(workdir), workdir)
   states = {0: initial}
-  for step in range(1, 13):
+  for step in range(1, config.train.steps + 1):
     assert exp.restore(step) == step
     states[step] = jax.device_get(exp.state)
   exp.checkpointer.close()
-  return workdir, states
+  return states
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+  """A 12-step run that keeps a checkpoint of every step: the parameters and their average after each, and before
+  the first."""
+  workdir = str(tmp_path_factory.mktemp("ema"))
+  return workdir, _run_keeping_every_step(workdir, _config())
+
+
+def _check_recursion(states, decays, units):
+  """The recursion in float64 from the initial weights, over the parameters after each step, ``decays[t]`` the decay
+  of the update after t others; each float32 rounding within a unit of |ema| + |p| (``units`` of them a step), the
+  error so far damped by the decay."""
+  average = [x.astype(np.float64) for x in _leaves(states[0].params)]
+  unit = np.finfo(np.float32).eps / 2
+  bound = [np.zeros_like(a) for a in average]
+  for step, d in enumerate(decays, start=1):
+    params = _leaves(states[step].params)
+    average = [d * a + (1 - d) * p for a, p in zip(average, params)]
+    bound = [d * e + units * unit * (np.abs(a) + np.abs(p)) for e, a, p in zip(bound, average, params)]
+    for ours, exact, e in zip(_leaves(states[step].ema_params), average, bound):
+      assert np.all(np.abs(ours - exact) <= e), (step, np.max(np.abs(ours - exact) / e))
 
 
 def test_the_average_is_the_papers_recursion_over_the_runs_parameters(straight):
   _, states = straight
   assert all(np.array_equal(a, b) for a, b in zip(_leaves(states[0].ema_params), _leaves(states[0].params)))
-  # the recursion in float64 from the initial weights, over the parameters after each step
-  average = [x.astype(np.float64) for x in _leaves(states[0].params)]
-  unit = np.finfo(np.float32).eps / 2
-  bound = [np.zeros_like(a) for a in average]
-  for step in range(1, 13):
-    params = _leaves(states[step].params)
-    average = [DECAY * a + (1 - DECAY) * p for a, p in zip(average, params)]
-    # float32: the two products and the sum rounded, each within a unit of |ema| + |p|; the error so far damped by d
-    bound = [DECAY * e + 3 * unit * (np.abs(a) + np.abs(p)) for e, a, p in zip(bound, average, params)]
-    for ours, exact, e in zip(_leaves(states[step].ema_params), average, bound):
-      assert np.all(np.abs(ours - exact) <= e), (step, np.max(np.abs(ours - exact) / e))
+  # float32: the two products and the sum rounded
+  _check_recursion(states, [DECAY] * 12, units=3)
   # the average is not the parameters: it lags them
   assert max(np.abs(a - p).max() for a, p in zip(_leaves(states[12].ema_params), _leaves(states[12].params))) > 1e-3
+
+
+def test_the_warmed_up_decay_is_min_of_d_and_one_plus_t_over_ten_plus_t(tmp_path):
+  """``train.ema_warmup``: the update after t others decays by min(d, (1 + t) / (10 + t)) (0.1 for the first, so the
+  initial weights keep a tenth after one update, not 0.999 of the average)."""
+  config = _config(ema_decay=0.999)
+  with config.train.unlocked():
+    config.train.ema_warmup = True
+  states = _run_keeping_every_step(str(tmp_path), config)
+  decays = [min(0.999, (1 + t) / (10 + t)) for t in range(12)]
+  # two more roundings than the plain recursion: the decay itself (a unit of d) and 1 - d (a unit of 1 - d)
+  _check_recursion(states, decays, units=5)
+  # the constant decay's average would still be almost the initial weights; the warmed-up one has left them
+  moved = lambda tree: max(np.abs(a - b).max() for a, b in zip(_leaves(tree), _leaves(states[0].params)))
+  assert moved(states[12].ema_params) > 0.3 * moved(states[12].params)
 
 
 def test_a_crash_resumes_the_average_exactly(straight, tmp_path):
@@ -147,6 +173,11 @@ def test_a_run_without_the_average_keeps_none_and_a_bad_decay_is_named(tmp_path)
   for bad in (0.0, 1.0, 1.5):
     with pytest.raises(ValueError, match=r"config.train.ema_decay: must be in \(0, 1\)"):
       config_lib.validate(_config(ema_decay=bad))
+  warm_without_average = _config(ema_decay=None)
+  with warm_without_average.train.unlocked():
+    warm_without_average.train.ema_warmup = True
+  with pytest.raises(ValueError, match="config.train.ema_warmup: .* train.ema_decay is None"):
+    config_lib.validate(warm_without_average)
 
 
 def test_a_checkpoint_written_before_the_average_existed_restores_and_turning_it_on_is_a_change(tmp_path):
