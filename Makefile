@@ -268,14 +268,14 @@ squad2-ablations: $(VENV)/.installed minilm
 
 # SQuAD on the literature's protocol (needs ../shared/data: SQuAD 1.1 train, the official dev sets): the 1.1 readers
 # trained 120 minutes each on SQuAD 1.1 train less its validation articles and scored on every question of the
-# official dev set, then the MiniLM reader on SQuAD 2.0 with 1.1's train questions in its three recipes, each
-# recorded. About 14 hours;
+# official dev set, then the MiniLM reader on SQuAD 2.0 with 1.1's train questions in its four recipes, each
+# recorded. About 16 hours;
 # a re-run skips the readers done and resumes the others. Keep SQUAD_OFFICIAL outside the checkout for runs that
 # outlive a machine's working stretch (e.g. SQUAD_OFFICIAL=/root/attnjax-runs/squad_official).
 SQUAD_OFFICIAL ?= runs/squad_official
 SQUAD_OFFICIAL_READERS = squad_v1_official/bert_from_minilm squad_v1_official/bilstm squad_v1_official/bert_scratch \
   squad_v2_with_v1_train/bert_from_minilm squad_v2_with_v1_train/bert_from_minilm_repeats \
-  squad_v2_with_v1_train/bert_from_minilm_batch16_ema
+  squad_v2_with_v1_train/bert_from_minilm_batch16_ema squad_v2_with_v1_train/bert_from_minilm_swaps
 squad-official: $(VENV)/.installed minilm
 	JAX_PLATFORMS=cpu $(PY) -m attnjax.baselines --baseline=no_answer \
 	  --experiment=experiments/squad_v2_with_v1_train/bert_from_minilm.py --workdir=$(SQUAD_OFFICIAL)/no_answer_v2 \
@@ -284,7 +284,8 @@ squad-official: $(VENV)/.installed minilm
 	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(SQUAD_OFFICIAL) \
 	    --experiment=experiments/$$reader.py --split=validation,test; done
 	# the raw parameters beside their moving average (the report's "Moving average of the weights")
-	set -e; for run in squad_v1_official/bilstm squad_v2_with_v1_train/bert_from_minilm_batch16_ema; do \
+	set -e; for run in squad_v1_official/bilstm squad_v2_with_v1_train/bert_from_minilm_batch16_ema \
+	  squad_v2_with_v1_train/bert_from_minilm_swaps; do \
 	  JAX_PLATFORMS=cpu $(PY) -m attnjax.evaluate --workdir=$(SQUAD_OFFICIAL)/$$run/single/default \
 	    --split=validation,test --weights=params; done
 	JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(SQUAD_OFFICIAL) --dst=results/squad_official

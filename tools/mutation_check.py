@@ -82,6 +82,18 @@ class Mutant:
 
 
 MUTANTS = (
+    Mutant("question-negatives-answer-swapped", "attnjax/data/squad.py",
+           "and not any(q.question[a:b] in text for text in q.answer_texts)]",
+           "]",
+           ("tests/data/test_squad_protocols.py::"
+            "test_question_negatives_swap_one_name_or_number_for_one_their_paragraph_lacks",),
+           "an entity swap (SQuAD 2.0's unanswerable questions) never swaps what the answer holds"),
+    Mutant("question-negatives-present-pick", "attnjax/data/squad.py",
+           "if c != old and absent(q.context, c)), None)",
+           "if c != old), None)",
+           ("tests/data/test_squad_protocols.py::"
+            "test_question_negatives_swap_one_name_or_number_for_one_their_paragraph_lacks",),
+           "an entity or number swap puts in what the paragraph lacks"),
     Mutant("ema-decay-weights", "attnjax/training/steps.py",
            "(d * a + (1.0 - d) * p)",
            "((1.0 - d) * a + d * p)",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -371,6 +372,10 @@ def load_qa_task(data_cfg, *, process_index: int | None = None, process_count: i
   * ``tfds_squad``: ``tfds_name`` ("squad/v1.1" or "squad/v2.0"), ``splits`` (``{"train": "train", "validation":
     "validation"}``), ``tfds_data_dir``, ``tfds_download``, ``tfds_backend`` as for the other tfds sources.
 
+  A SQuAD 2.0 task's train split may gain unanswerable questions made from its answerable ones (never an evaluated
+  split): ``paragraph_negatives`` (a share; :func:`paragraph_negatives`), ``question_negatives`` (a share;
+  :func:`question_negatives`), ``unanswerable_repeats`` (:func:`unanswerable_repeats`).
+
   Raises:
     ValueError: an unknown source (lists the valid ones), a missing key (names it) or a malformed file (names the file
       and the JSON location).
@@ -384,6 +389,12 @@ def load_qa_task(data_cfg, *, process_index: int | None = None, process_count: i
                      "task (config.data.squad_version='2.0')")
   if not 0.0 <= share <= 1.0:
     raise ValueError(f"config.data.paragraph_negatives must be a share in [0, 1], got {share}")
+  swaps = float(get(data_cfg, "question_negatives", 0.0) or 0.0)
+  if swaps and get(data_cfg, "squad_version", None) != "2.0":
+    raise ValueError(f"config.data.question_negatives={swaps} makes unanswerable questions: it needs a SQuAD 2.0 "
+                     "task (config.data.squad_version='2.0')")
+  if not 0.0 <= swaps <= 1.0:
+    raise ValueError(f"config.data.question_negatives must be a share in [0, 1], got {swaps}")
   repeats = get(data_cfg, "unanswerable_repeats", 1)
   if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
     raise ValueError(f"config.data.unanswerable_repeats must be an int >= 1 (1: each once), got {repeats!r}")
@@ -397,6 +408,8 @@ def load_qa_task(data_cfg, *, process_index: int | None = None, process_count: i
       out["train"] = own + unanswerable_repeats(own, repeats)
     if share:
       out["train"] = out["train"] + paragraph_negatives(own, share, seed=get(data_cfg, "split_seed", 0))
+    if swaps:
+      out["train"] = out["train"] + question_negatives(own, swaps, seed=get(data_cfg, "split_seed", 0))
   return out
 
 
@@ -408,6 +421,117 @@ def unanswerable_repeats(questions: Sequence[SquadQuestion], repeats: int) -> li
           if q.is_impossible]
   logging.info("unanswerable repeats: %d unanswerable training questions each %d times (%d copies added to %d)",
                len(made) // max(repeats - 1, 1), repeats, len(made), len(questions))
+  return made
+
+
+# A name: capitalised words, hyphen-joined capitalised parts allowed ("Saxe-Coburg"), joined by "of", "the", "de",
+# ... inside it ("Tucson Festival of Books"), or an abbreviation of capitals and dots ("U.S."); never part of a
+# lower-case compound ("Sony-affiliated") nor with its possessive "'s", nor an abbreviation's stem ("St" of "St.
+# Barts"). A number: an integer of up to four digits, not
+# part of a longer token.
+_WORD = r"[A-Z][\w]*(?:[-'’][A-Z][\w]*)*(?![\w'’-]|\.\s*[A-Z])"
+_JOINERS = r"(?:of|the|de|du|la|von|van)"
+_NAME = re.compile(rf"(?<![\w-])(?:(?:[A-Z]\.){{2,}}|{_WORD}(?:\s+(?:{_JOINERS}\s+)*{_WORD})*)")
+_HEAD = re.compile(rf"\S+\s+(?:{_JOINERS}\s+)*")
+_ABBREVIATION_END = re.compile(r"(?:\b[A-Z]\.){2,}$|\b(?:St|Mt|Mr|Mrs|Ms|Dr|Jr|Sr|Gen|Col|Lt|Sgt|Rev|Gov)\.$")
+_NUMBER = re.compile(r"(?<![\w.,])\d{1,4}(?![\w.,]?\d)")
+_CALENDAR = frozenset("January February March April May June July August September October November December Monday "
+                      "Tuesday Wednesday Thursday Friday Saturday Sunday".split())
+_LATEST_YEAR = 2016  # the year SQuAD's questions were written: a swapped year is never later
+
+
+def _names(text: str):
+  """``(start, end)`` of each name in ``text``. A sentence's (or a quotation's) first word is capitalised whatever it
+  is (a full stop after an abbreviation, "U.S." or "St.", ends none), so a name found there loses its first word ("Which Franklin" is "Franklin", "The Treaty of Paris" is "Treaty of
+  Paris", a lone "When" is none)."""
+  for match in _NAME.finditer(text):
+    start, end = match.span()
+    before = text[:start].rstrip()
+    if not before or (before[-1] in ".!?\"“”:;\n" and not _ABBREVIATION_END.search(before)):
+      head = _HEAD.match(text, start, end)
+      if head is None or head.end() >= end:
+        continue
+      start = head.end()
+    elif text[start:end].startswith(("The ", "A ", "An ")):  # an article inside a sentence is capitalised in titles only
+      start = _HEAD.match(text, start, end).end()
+      if start >= end:
+        continue
+    yield start, end
+
+
+def _contains(text: str, phrase: str) -> bool:
+  """Whether ``phrase`` occurs in ``text`` as whole words."""
+  return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text) is not None
+
+
+def _name_kind(name: str) -> tuple[str, int]:
+  """What a name may be swapped for: a month or weekday for one of those, else a name of as many words."""
+  return ("calendar", 1) if name in _CALENDAR else ("name", len(name.split()))
+
+
+def question_negatives(questions: Sequence[SquadQuestion], share: float, seed: int = 0) -> list[SquadQuestion]:
+  """Unanswerable questions made from answerable ones on their own paragraph, the way SQuAD 2.0's writers made most
+  of theirs (Rajpurkar et al. 2018: entity swaps, number swaps): each answerable question, with probability ``share``
+  (drawn with ``seed``), has one name or number that its paragraph contains swapped for one the paragraph does not
+  contain (a name of as many words from another article's paragraphs, a month or weekday for another; a year for
+  another year within 30 of it, another number for one of as many digits), and is asked of the same paragraph as
+  unanswerable. What is swapped is never the question's first word, nor inside one of its answers' texts. Unlike
+  :func:`paragraph_negatives` the question still overlaps its paragraph word for word but the one thing it asks
+  about, so the null score must read the question, not the paragraph's topic. The new question's id is the
+  original's with ``/swap`` appended; a question with nothing to swap makes none.
+
+  Swapping a word does not always make a question unanswerable (an alias the paragraph does not spell, a number
+  the question only restates): these are noisier than written ones, which is why they join the written ones rather
+  than replace them."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(seed)
+  # names by kind, each with the articles whose paragraphs hold it
+  pool: dict[tuple[str, int], dict[str, set[str]]] = {}
+  for context, article in {q.context: _article(q) for q in questions}.items():
+    for start, end in _names(context):
+      pool.setdefault(_name_kind(context[start:end]), {}).setdefault(context[start:end], set()).add(article)
+  names = {kind: sorted(found) for kind, found in pool.items()}
+
+  def absent(context: str, phrase: str) -> bool:
+    return phrase not in context or not _contains(context, phrase)
+
+  made, nothing = [], 0
+  for q in questions:
+    if q.is_impossible or not q.answers or rng.random() >= share:
+      continue
+    spans = [(a, b, "name") for a, b in _names(q.question)]
+    spans += [(m.start(), m.end(), "number") for m in _NUMBER.finditer(q.question) if m.start() > 0]
+    spans = [(a, b, kind) for a, b, kind in spans if not absent(q.context, q.question[a:b])
+             and not any(q.question[a:b] in text for text in q.answer_texts)]
+    new = None
+    for i in rng.permutation(len(spans)):
+      a, b, kind = spans[int(i)]
+      old = q.question[a:b]
+      if kind == "number":
+        value = int(old)
+        if len(old) == 4 and 1000 <= value <= _LATEST_YEAR:
+          draws = rng.permutation(np.arange(value - 30, min(value + 30, _LATEST_YEAR) + 1))
+        elif len(old) <= 2:  # every other number of as many digits, in a random order
+          draws = rng.permutation(np.arange(10 ** (len(old) - 1) if len(old) > 1 else 0, 10 ** len(old)))
+        else:
+          draws = rng.integers(10 ** (len(old) - 1), 10 ** len(old), size=20)
+        draws = [str(v) for v in draws]
+      else:
+        candidates = names.get(_name_kind(old), [])
+        draws = [candidates[int(k)] for k in rng.integers(len(candidates), size=20)] if candidates else []
+        draws = [c for c in draws if _article(q) not in pool[_name_kind(old)][c]]
+      pick = next((c for c in draws if c != old and absent(q.context, c)), None)
+      if pick is not None:
+        new = q.question[:a] + pick + q.question[b:]
+        break
+    if new is None:
+      nothing += 1
+      continue
+    made.append(SquadQuestion(qid=f"{q.qid}/swap", question=new, context=q.context, answers=(), is_impossible=True,
+                              title=q.title))
+  logging.info("question negatives: %d unanswerable questions made from %d answerable ones by a swapped name or "
+               "number (share %.2f); %d drawn had nothing to swap", len(made),
+               sum(not q.is_impossible for q in questions), share, nothing)
   return made
 
 

@@ -145,7 +145,7 @@ class ExtractiveQA(TaskFamily):
                "max_chars": int, "tfds_name": str, "tfds_data_dir": str, "tfds_download": bool, "tfds_backend": str,
                "vocab_size": int, "spm_model_type": str, "max_question_len": int, "max_context_len": int,
                "doc_stride": int, "vocab_file": str, "lowercase": bool, "squad_version": str, "train_also": str,
-               "paragraph_negatives": float, "unanswerable_repeats": int, "spm_model": str}
+               "paragraph_negatives": float, "question_negatives": float, "unanswerable_repeats": int, "spm_model": str}
   metrics = SPAN_METRICS
   batch_ndims = SPAN_BATCH_NDIMS
 

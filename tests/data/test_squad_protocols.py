@@ -3,6 +3,7 @@ of its own (the official protocol), and SQuAD 2.0 with SQuAD 1.1's train questio
 is ever in train."""
 
 import copy
+import dataclasses
 import pathlib
 
 import numpy as np
@@ -195,6 +196,113 @@ def test_paragraph_negatives_join_train_only_and_only_for_a_2_0_task(tmp_path):
   assert added == squad.paragraph_negatives(plain["train"], 0.5, seed=0)
   with pytest.raises(ValueError, match="paragraph_negatives=0.5 makes unanswerable questions: it needs a SQuAD 2.0"):
     squad.load_qa_task(_config(tmp_path, paragraph_negatives=0.5))
+
+
+def _q(qid, title, context, question, answer):
+  return squad.SquadQuestion(qid=qid, question=question, context=context, answers=((answer, context.index(answer)),),
+                             title=title)
+
+
+TREATY = "The treaty was signed in 1783 by Benjamin Franklin and John Adams, ending the war of the Treaty of Paris."
+CAESAR = "Julius Caesar crossed the Rubicon in 49 BC with one legion, and then Pompey fled Rome for Greece."
+MOON = "Neil Armstrong walked on the Moon in July 1969, and later Buzz Aldrin followed him down."
+DUKE = "After the battle the Duke of Wellington returned to London, where Parliament thanked him in June."
+SCORES = "The scores were 1, 2, 3, 4, 5, 6 and 7 across 9 rounds, with 8 ties."
+# question -> what may be swapped in it, by hand: a name inside the question that its paragraph has as a whole word,
+# or a number; never the first word, never inside an answer
+SWAPPABLE = {
+    "q1": [("Treaty of Paris", "name"), ("1783", "year")],
+    "q2": [],  # "Franklin" is inside the answer
+    "q3": [],  # "Paris" is the first word (and the paragraph's only "Paris" is inside a longer name anyway)
+    "q4": [("Rome", "name"), ("Caesar", "name"), ("Rubicon", "name")],
+    "q5": [("Rubicon", "name"), ("49", "number"), ("BC", "name")],
+    "q6": [("Moon", "name"), ("1969", "year")],
+    "q7": [("1969", "year"), ("Armstrong", "name")],
+    "q8": [("Duke of Wellington", "name"), ("London", "name")],
+    "q9": [("9", "number")],  # and "0" is the only digit its paragraph lacks
+}
+HANDMADE = [
+    _q("q1", "treaty", TREATY, "Who signed the Treaty of Paris in 1783?", "Benjamin Franklin and John Adams"),
+    _q("q2", "treaty", TREATY, "Which Franklin signed the treaty?", "Benjamin Franklin"),
+    _q("q3", "treaty", TREATY, "Paris ended which war?", "the war"),
+    _q("q4", "caesar", CAESAR, "Who fled Rome after Caesar crossed the Rubicon?", "Pompey"),
+    _q("q5", "caesar", CAESAR, "How many legions crossed the Rubicon in 49 BC?", "one"),
+    _q("q6", "moon", MOON, "Who walked on the Moon in 1969?", "Neil Armstrong"),
+    _q("q7", "moon", MOON, "In which month of 1969 did Armstrong walk?", "July"),
+    _q("q8", "duke", DUKE, "Who thanked the Duke of Wellington in London?", "Parliament"),
+    _q("q9", "scores", SCORES, "How many ties were there across 9 rounds?", "8"),
+]
+
+
+def _whole_word(text, phrase):
+  return any(text[i - 1:i].isalnum() is False and not text[i + len(phrase):i + len(phrase) + 1].isalnum()
+             for i in range(len(text)) if text.startswith(phrase, i))
+
+
+def test_question_negatives_swap_one_name_or_number_for_one_their_paragraph_lacks():
+  by_id = {q.qid: q for q in HANDMADE}
+  seen = set()
+  for seed in range(30):
+    made = squad.question_negatives(HANDMADE, 1.0, seed=seed)
+    # every question with something to swap makes one, the others none
+    assert sorted(m.qid for m in made) == sorted(f"{k}/swap" for k, v in SWAPPABLE.items() if v)
+    for negative in made:
+      source = by_id[negative.qid[:-len("/swap")]]
+      assert negative.context == source.context and negative.title == source.title
+      assert negative.is_impossible and negative.answers == ()
+      swaps = [(old, kind, source.question.index(old)) for old, kind in SWAPPABLE[source.qid]]
+      # exactly one listed span replaced, the rest of the question as it was
+      fits = [(old, kind, negative.question[a:len(negative.question) - (len(source.question) - a - len(old))])
+              for old, kind, a in swaps if negative.question.startswith(source.question[:a])
+              and negative.question.endswith(source.question[a + len(old):])]
+      fits = [(old, kind, new) for old, kind, new in fits if new != old]
+      assert len(fits) == 1, (source.question, negative.question)
+      old, kind, new = fits[0]
+      assert not _whole_word(source.context, new), (new, source.context)
+      if kind == "year":
+        assert 0 < abs(int(new) - int(old)) <= 30 and int(new) <= 2016 and len(new) == 4
+      elif kind == "number":
+        assert new.isdigit() and len(new) == len(old) and (source.qid != "q9" or new == "0")
+      else:  # a name of as many words, from another article's paragraph
+        assert len(new.split()) == len(old.split())
+        assert any(_whole_word(q.context, new) for q in HANDMADE if q.title != source.title), new
+      seen.add((source.qid, old))
+  # over the seeds, each listed span is swapped at least once
+  assert seen == {(k, old) for k, v in SWAPPABLE.items() for old, _ in v}
+  assert squad.question_negatives(HANDMADE, 1.0, seed=4) == squad.question_negatives(HANDMADE, 1.0, seed=4)
+  assert not squad.question_negatives(HANDMADE, 0.0)
+  # unanswerable questions make none
+  impossible = [dataclasses.replace(q, answers=(), is_impossible=True) for q in HANDMADE]
+  assert not squad.question_negatives(impossible, 1.0)
+
+
+def test_question_negatives_join_train_only_and_only_for_a_2_0_task(tmp_path):
+  write_squad(tmp_path / "train.json", synthetic_squad(40, seed=0, unanswerable=0.2, paragraphs_per_article=2))
+  dev = synthetic_squad(10, seed=1, unanswerable=0.2)
+  for article in dev["data"]:
+    article["title"] = "dev " + article["title"]
+  write_squad(tmp_path / "dev.json", dev)
+  fields = dict(squad_version="2.0", heldout={"validation": 0.25}, splits={"test": "dev.json"})
+  plain = squad.load_qa_task(_config(tmp_path, **fields))
+  both = squad.load_qa_task(_config(tmp_path, paragraph_negatives=0.5, question_negatives=0.5, **fields))
+  assert both["validation"] == plain["validation"] and both["test"] == plain["test"]
+  own = plain["train"]
+  assert both["train"] == (own + squad.paragraph_negatives(own, 0.5, seed=0)
+                           + squad.question_negatives(own, 0.5, seed=0))
+  with pytest.raises(ValueError, match="question_negatives=0.5 makes unanswerable questions: it needs a SQuAD 2.0"):
+    squad.load_qa_task(_config(tmp_path, question_negatives=0.5))
+  with pytest.raises(ValueError, match=r"config.data.question_negatives must be a share in \[0, 1\], got 1.5"):
+    squad.load_qa_task(_config(tmp_path, question_negatives=1.5, squad_version="2.0"))
+  # the recipe: the first 2.0 reader with swapped questions and a warmed-up moving average, nothing else changed
+  from experiments.squad_v2_with_v1_train import bert_from_minilm as first_recipe  # pylint: disable=g-import-not-at-top
+  from experiments.squad_v2_with_v1_train import bert_from_minilm_swaps  # pylint: disable=g-import-not-at-top
+  swaps, first = bert_from_minilm_swaps.get_config(), first_recipe.get_config()
+  config_lib.validate(swaps)
+  assert (swaps.data.question_negatives, swaps.data.paragraph_negatives) == (0.5, 0.5)
+  flat = lambda c: {f"{s}.{k}": v for s, d in c.to_dict().items() if isinstance(d, dict) for k, v in d.items()}
+  a, b = flat(swaps), flat(first)
+  assert {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)} == {"data.question_negatives", "train.ema_decay",
+                                                                      "train.ema_warmup"}
 
 
 def test_the_2_0_reader_is_the_official_1_1_reader_on_the_2_0_task_with_a_null_span_and_negatives():
