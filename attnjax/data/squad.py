@@ -426,10 +426,9 @@ def unanswerable_repeats(questions: Sequence[SquadQuestion], repeats: int) -> li
 
 # A name: capitalised words, hyphen-joined capitalised parts allowed ("Saxe-Coburg"), joined by "of", "the", "de",
 # ... inside it ("Tucson Festival of Books"), or an abbreviation of capitals and dots ("U.S."); never part of a
-# lower-case compound ("Sony-affiliated") nor with its possessive "'s", nor an abbreviation's stem ("St" of "St.
-# Barts"). A number: an integer of up to four digits, not
-# part of a longer token.
-_WORD = r"[A-Z][\w]*(?:[-'’][A-Z][\w]*)*(?![\w'’-]|\.\s*[A-Z])"
+# lower-case compound ("Sony-affiliated"), its possessive "'s" left outside ("New Haven" of "New Haven's"), nor an
+# abbreviation's stem ("St" of "St. Barts"). A number: an integer of up to four digits, not part of a longer token.
+_WORD = r"[A-Z][\w]*(?:[-'’][A-Z][\w]*)*(?![\w-]|['’](?!s\b)|\.\s*[A-Z])"
 _JOINERS = r"(?:of|the|de|du|la|von|van)"
 _NAME = re.compile(rf"(?<![\w-])(?:(?:[A-Z]\.){{2,}}|{_WORD}(?:\s+(?:{_JOINERS}\s+)*{_WORD})*)")
 _HEAD = re.compile(rf"\S+\s+(?:{_JOINERS}\s+)*")
