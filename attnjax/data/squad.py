@@ -427,13 +427,16 @@ def unanswerable_repeats(questions: Sequence[SquadQuestion], repeats: int) -> li
 # A name: capitalised words, hyphen-joined capitalised parts allowed ("Saxe-Coburg"), joined by "of", "the", "de",
 # ... inside it ("Tucson Festival of Books"), or an abbreviation of capitals and dots ("U.S."); never part of a
 # lower-case compound ("Sony-affiliated"), its possessive "'s" left outside ("New Haven" of "New Haven's"), nor an
-# abbreviation's stem ("St" of "St. Barts"). A number: an integer of up to four digits, not part of a longer token.
-_WORD = r"[A-Z][\w]*(?:[-'’][A-Z][\w]*)*(?![\w-]|['’](?!s\b)|\.\s*[A-Z])"
+# abbreviation's stem ("St" of "St. Barts"). A number: an integer of up to four digits, not part of a longer token
+# nor of an ordinal, a decade or a range ("3rd", "1990s", "21-22").
+_WORD = r"(?:(?:[A-Z]\.){2,}|[A-Z][\w]*(?:[-'’][A-Z][\w]*)*(?![\w-]|['’](?!s\b)))"
 _JOINERS = r"(?:of|the|de|du|la|von|van)"
-_NAME = re.compile(rf"(?<![\w-])(?:(?:[A-Z]\.){{2,}}|{_WORD}(?:\s+(?:{_JOINERS}\s+)*{_WORD})*)")
+_NAME = re.compile(rf"(?<![\w-]){_WORD}(?:\s+(?:{_JOINERS}\s+)*{_WORD})*")
 _HEAD = re.compile(rf"\S+\s+(?:{_JOINERS}\s+)*")
-_ABBREVIATION_END = re.compile(r"(?:\b[A-Z]\.){2,}$|\b(?:St|Mt|Mr|Mrs|Ms|Dr|Jr|Sr|Gen|Col|Lt|Sgt|Rev|Gov)\.$")
-_NUMBER = re.compile(r"(?<![\w.,])\d{1,4}(?![\w.,]?\d)")
+_STEMS = r"(?:St|Mt|Mr|Mrs|Ms|Dr|Jr|Sr|Gen|Col|Lt|Sgt|Rev|Gov|[A-Z])"
+_ABBREVIATION_END = re.compile(rf"(?:\b[A-Z]\.){{2,}}$|\b{_STEMS}\.$")
+_STEM_END = re.compile(rf"(?:^|\s+(?:{_JOINERS}\s+)*){_STEMS}$")
+_NUMBER = re.compile(r"(?<![\w.,\-–])\d{1,4}(?![\w.,\-–]?\d|[^\W\d_])")
 _CALENDAR = frozenset("January February March April May June July August September October November December Monday "
                       "Tuesday Wednesday Thursday Friday Saturday Sunday".split())
 _LATEST_YEAR = 2016  # the year SQuAD's questions were written: a swapped year is never later
@@ -453,9 +456,12 @@ def _names(text: str):
       start = head.end()
     elif text[start:end].startswith(("The ", "A ", "An ")):  # an article inside a sentence is capitalised in titles only
       start = _HEAD.match(text, start, end).end()
-      if start >= end:
-        continue
-    yield start, end
+    if text.startswith(".", end):  # an abbreviation's stem ("St" of "St. Barts") is not part of the name
+      stem = _STEM_END.search(text[start:end])
+      if stem is not None:
+        end = start + stem.start()
+    if start < end:
+      yield start, end
 
 
 def _contains(text: str, phrase: str) -> bool:
@@ -483,7 +489,7 @@ def question_negatives(questions: Sequence[SquadQuestion], share: float, seed: i
   the question only restates): these are noisier than written ones, which is why they join the written ones rather
   than replace them."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  rng = np.random.default_rng(seed)
+  rng = np.random.default_rng([seed, 1])  # a stream of its own: not paragraph_negatives' draws
   # names by kind, each with the articles whose paragraphs hold it
   pool: dict[tuple[str, int], dict[str, set[str]]] = {}
   for context, article in {q.context: _article(q) for q in questions}.items():

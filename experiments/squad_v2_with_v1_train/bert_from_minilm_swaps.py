@@ -15,9 +15,9 @@ The three recorded readers of this task stop at 55-56 F1 on test with their null
 while they answer at 70-72 HasAns F1 when made to answer everything: what they lack is telling an answerable
 question from one that only looks it. Their unanswerable training questions are the 4,125 written ones and questions
 moved to another paragraph, which share little with it; SQuAD 2.0's writers made theirs mostly by swapping an entity
-or a number, so that the question still overlaps its paragraph word for word. The swapped questions (28,038: of the
-half of the 91,716 answerable ones drawn, 61% have a name or number to swap; train is then 46% unanswerable, 78,128
-of 169,844) teach that reading. The moving average
+or a number, so that the question still overlaps its paragraph word for word. The swapped questions (27,784: of the
+half of the 91,716 answerable ones drawn, about 61% have a name or number to swap; train is then 46% unanswerable,
+77,874 of 169,590) teach that reading. The moving average
 with its warm-up holds almost none of the initial weights after the run's few thousand updates (the constant
 decay kept 9% of them at update 2,400), and scoring the raw parameters of the same checkpoint measures what it gives.
 Model, rate, batch and 120 minutes as ``bert_from_minilm.py``.

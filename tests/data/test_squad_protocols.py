@@ -276,8 +276,21 @@ def test_question_negatives_swap_one_name_or_number_for_one_their_paragraph_lack
   assert not squad.question_negatives(impossible, 1.0)
 
 
+def _handmade_articles():
+  """HANDMADE in the official format (names and numbers to swap: the synthetic articles have none)."""
+  articles = {}
+  for q in HANDMADE:
+    paragraphs = articles.setdefault(q.title, {})
+    paragraphs.setdefault(q.context, []).append({"id": q.qid, "question": q.question, "answers": [
+        {"text": text, "answer_start": start} for text, start in q.answers]})
+  return [{"title": title, "paragraphs": [{"context": c, "qas": qas} for c, qas in paragraphs.items()]}
+          for title, paragraphs in articles.items()]
+
+
 def test_question_negatives_join_train_only_and_only_for_a_2_0_task(tmp_path):
-  write_squad(tmp_path / "train.json", synthetic_squad(40, seed=0, unanswerable=0.2, paragraphs_per_article=2))
+  train = synthetic_squad(40, seed=0, unanswerable=0.2, paragraphs_per_article=2)
+  train["data"] += _handmade_articles()
+  write_squad(tmp_path / "train.json", train)
   dev = synthetic_squad(10, seed=1, unanswerable=0.2)
   for article in dev["data"]:
     article["title"] = "dev " + article["title"]
@@ -287,8 +300,8 @@ def test_question_negatives_join_train_only_and_only_for_a_2_0_task(tmp_path):
   both = squad.load_qa_task(_config(tmp_path, paragraph_negatives=0.5, question_negatives=0.5, **fields))
   assert both["validation"] == plain["validation"] and both["test"] == plain["test"]
   own = plain["train"]
-  assert both["train"] == (own + squad.paragraph_negatives(own, 0.5, seed=0)
-                           + squad.question_negatives(own, 0.5, seed=0))
+  swapped = squad.question_negatives(own, 0.5, seed=0)
+  assert swapped and both["train"] == own + squad.paragraph_negatives(own, 0.5, seed=0) + swapped
   with pytest.raises(ValueError, match="question_negatives=0.5 makes unanswerable questions: it needs a SQuAD 2.0"):
     squad.load_qa_task(_config(tmp_path, question_negatives=0.5))
   with pytest.raises(ValueError, match=r"config.data.question_negatives must be a share in \[0, 1\], got 1.5"):

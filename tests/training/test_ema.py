@@ -99,7 +99,8 @@ def test_the_warmed_up_decay_is_min_of_d_and_one_plus_t_over_ten_plus_t(tmp_path
     config.train.ema_warmup = True
   states = _run_keeping_every_step(str(tmp_path), config)
   decays = [min(0.999, (1 + t) / (10 + t)) for t in range(12)]
-  # two more roundings than the plain recursion: the decay itself (a unit of d) and 1 - d (a unit of 1 - d)
+  # two more roundings than the plain recursion: the decay's division (a unit of d) and 1 - d taken from the rounded d
+  # (a unit of 1 - d); to first order the error is within u (3 |ema| + (4 - 3d) |p|), inside 5 u (|ema| + |p|)
   _check_recursion(states, decays, units=5)
   # the constant decay's average would still be almost the initial weights; the warmed-up one has left them
   moved = lambda tree: max(np.abs(a - b).max() for a, b in zip(_leaves(tree), _leaves(states[0].params)))
