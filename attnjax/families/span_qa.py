@@ -34,6 +34,13 @@ SPAN_BATCH_KEYS = ("question", "question_mask", "context", "context_mask", "star
 SPAN_BATCH_NDIMS = {**{key: 2 for key in SPAN_BATCH_KEYS[:4]}, **{key: 1 for key in SPAN_BATCH_KEYS[4:]}}
 
 
+def packed_length(max_question_len: int, max_context_len: int) -> int:
+  """Positions of question [SEP] context [SEP] as the batches hold them: each side padded to a multiple of 8, the
+  context side with room for the batcher's EOS (see :class:`attnjax.data.spans.SpanBatcher`); a BERT reader needs one
+  more for [CLS], so ``model.max_length`` at least this + 1 (learned positions of the Transformer encoder: this)."""
+  return round_up(max_question_len) + round_up(max_context_len + 1) + 2
+
+
 @dataclasses.dataclass
 class SpanPredictions(Predictions):
   """Every question of a split answered: question id -> answer text ("" for no answer), and for SQuAD 2.0 each
@@ -218,8 +225,7 @@ class ExtractiveQA(TaskFamily):
                          f"[CLS] {vocab.cls_id} and [SEP] {vocab.sep_id}")
     if task.version == "2.0" and not model.allow_no_answer:
       raise ValueError("config.model.allow_no_answer is False but the data has unanswerable (SQuAD 2.0) questions")
-    # rows are padded to multiples of 8, the context side with room for the batcher's EOS (see SpanBatcher)
-    packed = round_up(task.max_question_len) + round_up(task.max_context_len + 1) + 2
+    packed = packed_length(task.max_question_len, task.max_context_len)
     if model.encoder == "bert" and model.max_length < packed + 1:
       raise ValueError(f"config.model.max_length={model.max_length} is too short for [CLS] question [SEP] context "
                        f"[SEP] padded to data.max_question_len={task.max_question_len} and data.max_context_len="

@@ -5,8 +5,9 @@ pre-training's best checkpoint. The two differ only in their initial weights.
 
     python -m attnjax.train --config=experiments/squad_transfer/bert_scratch_budget.py --workdir=runs/transfer/scratch_b
 
-Data: the v1.1 study's split and question length (at most 32 tokens), contexts read in windows of 93 tokens every 64
-(``data.doc_stride``): [CLS] + 32 + [SEP] + 93 + [SEP] = 128 positions. A training question keeps the windows that
+Data: the v1.1 study's split and question length (at most 32 tokens), contexts read in windows of 87 tokens every 64
+(``data.doc_stride``): the batches pad each side to a multiple of 8 (the context side with room for an end token),
+so [CLS] + 32 + [SEP] + 88 + [SEP] = 123 of the 128 positions. A training question keeps the windows that
 hold its whole answer; evaluation takes the best span over every window of a question, so no answer is cut off.
 Fine-tuning: the other readers' 60 minutes and batches of 32, AdamW with weight decay 0.01 on matrices, warm-up over
 10% of the steps then linear decay to 0 at the end of the budget (``budget_linear``), dropout 0.1.
@@ -15,7 +16,7 @@ Fine-tuning: the other readers' 60 minutes and batches of 32, AdamW with weight 
 from experiments.squad_transfer import bert_scratch
 from experiments.wikipedia import bert_mlm_budget as mlm
 
-QUESTION, WINDOW, STRIDE = 32, mlm.SEQ_LEN - 32 - 3, 64
+QUESTION, WINDOW, STRIDE = 32, 87, 64  # the longest window that fits: span_qa.packed_length(32, 87) + 1 = 123 <= 128
 
 
 def get_config():
