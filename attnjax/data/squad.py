@@ -444,8 +444,8 @@ _LATEST_YEAR = 2016  # the year SQuAD's questions were written: a swapped year i
 
 def _names(text: str):
   """``(start, end)`` of each name in ``text``. A sentence's (or a quotation's) first word is capitalised whatever it
-  is (a full stop after an abbreviation, "U.S." or "St.", ends none), so a name found there loses its first word ("Which Franklin" is "Franklin", "The Treaty of Paris" is "Treaty of
-  Paris", a lone "When" is none)."""
+  is (a full stop after an abbreviation, "U.S." or "St.", ends none), so a name found there loses its first word
+  ("Which Franklin" is "Franklin", "The Treaty of Paris" is "Treaty of Paris", a lone "When" is none)."""
   for match in _NAME.finditer(text):
     start, end = match.span()
     before = text[:start].rstrip()
@@ -454,7 +454,7 @@ def _names(text: str):
       if head is None or head.end() >= end:
         continue
       start = head.end()
-    elif text[start:end].startswith(("The ", "A ", "An ")):  # an article inside a sentence is capitalised in titles only
+    elif text[start:end].startswith(("The ", "A ", "An ")):  # inside a sentence, a capital article starts a title
       start = _HEAD.match(text, start, end).end()
     if text.startswith(".", end):  # an abbreviation's stem ("St" of "St. Barts") is not part of the name
       stem = _STEM_END.search(text[start:end])
@@ -479,10 +479,10 @@ def question_negatives(questions: Sequence[SquadQuestion], share: float, seed: i
   of theirs (Rajpurkar et al. 2018: entity swaps, number swaps): each answerable question, with probability ``share``
   (drawn with ``seed``), has one name or number that its paragraph contains swapped for one the paragraph does not
   contain (a name of as many words from another article's paragraphs, a month or weekday for another; a year for
-  another year within 30 of it, another number for one of as many digits), and is asked of the same paragraph as
-  unanswerable. What is swapped is never the question's first word, nor inside one of its answers' texts. Unlike
-  :func:`paragraph_negatives` the question still overlaps its paragraph word for word but the one thing it asks
-  about, so the null score must read the question, not the paragraph's topic. The new question's id is the
+  another within 30 of it and not after 2016, another number for one of as many digits), and is asked of the same
+  paragraph as unanswerable. What is swapped is never the question's first word, nor inside one of its answers'
+  texts. Unlike :func:`paragraph_negatives` the question still overlaps its paragraph word for word but the one thing
+  it asks about, so the null score must read the question, not the paragraph's topic. The new question's id is the
   original's with ``/swap`` appended; a question with nothing to swap makes none.
 
   Swapping a word does not always make a question unanswerable (an alias the paragraph does not spell, a number
