@@ -356,6 +356,18 @@ def _load_tfds_squad(data_cfg, process_index=None, process_count=None, only=None
 _QA_LOADERS = {"squad_json": _load_squad_json, "tfds_squad": _load_tfds_squad}
 
 
+def _negatives_share(data_cfg, key: str) -> float:
+  """``config.data.<key>``, a share of the answerable training questions made into unanswerable ones: in [0, 1], and
+  only for a SQuAD 2.0 task; ValueError naming the key otherwise."""
+  share = float(get(data_cfg, key, 0.0) or 0.0)
+  if share and get(data_cfg, "squad_version", None) != "2.0":
+    raise ValueError(f"config.data.{key}={share} makes unanswerable questions: it needs a SQuAD 2.0 task "
+                     "(config.data.squad_version='2.0')")
+  if not 0.0 <= share <= 1.0:
+    raise ValueError(f"config.data.{key} must be a share in [0, 1], got {share}")
+  return share
+
+
 def load_qa_task(data_cfg, *, process_index: int | None = None, process_count: int | None = None,
                  splits: Sequence[str] | None = None) -> dict[str, list[SquadQuestion]]:
   """The :class:`SquadQuestion` records of every configured split, read by ``config.data.source``:
@@ -383,18 +395,7 @@ def load_qa_task(data_cfg, *, process_index: int | None = None, process_count: i
   source = get(data_cfg, "source", None)
   if source not in _QA_LOADERS:
     raise ValueError(f"config.data.source must be one of {sorted(_QA_LOADERS)} for a QA task, got {source!r}")
-  share = float(get(data_cfg, "paragraph_negatives", 0.0) or 0.0)
-  if share and get(data_cfg, "squad_version", None) != "2.0":
-    raise ValueError(f"config.data.paragraph_negatives={share} makes unanswerable questions: it needs a SQuAD 2.0 "
-                     "task (config.data.squad_version='2.0')")
-  if not 0.0 <= share <= 1.0:
-    raise ValueError(f"config.data.paragraph_negatives must be a share in [0, 1], got {share}")
-  swaps = float(get(data_cfg, "question_negatives", 0.0) or 0.0)
-  if swaps and get(data_cfg, "squad_version", None) != "2.0":
-    raise ValueError(f"config.data.question_negatives={swaps} makes unanswerable questions: it needs a SQuAD 2.0 "
-                     "task (config.data.squad_version='2.0')")
-  if not 0.0 <= swaps <= 1.0:
-    raise ValueError(f"config.data.question_negatives must be a share in [0, 1], got {swaps}")
+  share, swaps = _negatives_share(data_cfg, "paragraph_negatives"), _negatives_share(data_cfg, "question_negatives")
   repeats = get(data_cfg, "unanswerable_repeats", 1)
   if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
     raise ValueError(f"config.data.unanswerable_repeats must be an int >= 1 (1: each once), got {repeats!r}")
