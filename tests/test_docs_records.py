@@ -316,6 +316,14 @@ def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
       f"{scratch['config']['data']['batch_size']} windows)",
       f"{scratch['scores']['exact_match']:.2f} / {scratch['scores']['f1']:.2f}",
       f"{scratch['config']['train']['time_limit_minutes']:.0f} min")
+  transfer = _records("results/transfer_official")
+  budget_scratch = _one(transfer, run="squad_v1_official/bert_scratch_budget/single/default")
+  assert budget_scratch["metrics"]["examples"] == 10570
+  m = budget_scratch["config"]["model"]
+  row(SQUAD_OFFICIAL, f"BERT reader of the pre-trained encoders' shape (pre-norm {m['num_layers']} × {m['d_model']}), "
+      f"from scratch ({_steps(budget_scratch['step'])} steps of {budget_scratch['config']['data']['batch_size']} "
+      "windows)", f"{budget_scratch['scores']['exact_match']:.2f} / {budget_scratch['scores']['f1']:.2f}",
+      f"{budget_scratch['config']['train']['time_limit_minutes']:.0f} min")
 
   squad2 = _records("results/squad2")
 
