@@ -296,7 +296,8 @@ squad-official: $(VENV)/.installed minilm
 # results/transfer_official/encoders, then three readers of that shape on squad_v1_official (120 minutes each: from
 # scratch, from each encoder), recorded one by one. Each stage is a target of its own and ends in committed files, so
 # the study goes on across machines: an encoder already under results/ is not pre-trained again (the readers start from
-# it, no kept workdir needed), a reader already recorded is skipped, and a re-run resumes what is left.
+# it, no kept workdir needed), a reader already recorded is skipped, and a re-run resumes what is left. Each recorded
+# reader regenerates docs/transfer_official_study, the page its records must reproduce.
 # TRANSFER_OFFICIAL keeps the runs, the pre-training under its pretraining/ (outside the checkout for runs that outlive
 # a working stretch, e.g. TRANSFER_OFFICIAL=/root/attnjax-runs/transfer_official).
 TRANSFER_OFFICIAL ?= runs/transfer_official
@@ -310,7 +311,8 @@ transfer-official: $(ENCODERS)/wikipedia/attnjax_export.json $(ENCODERS)/task_te
 	    echo "$$reader: recorded under results/transfer_official, skipped"; continue; fi; \
 	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER_OFFICIAL) \
 	    --experiment=experiments/squad_v1_official/$$reader.py --split=validation,test; \
-	  JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(TRANSFER_OFFICIAL) --dst=results/transfer_official; done
+	  JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(TRANSFER_OFFICIAL) --dst=results/transfer_official; \
+	  JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=results/transfer_official --out=docs/transfer_official_study; done
 $(ENCODERS)/wikipedia/attnjax_export.json: | $(VENV)/.installed minilm
 	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(PRETRAINING_OFFICIAL) \
 	  --experiment=experiments/wikipedia/bert_mlm_budget.py --split=validation,test \
