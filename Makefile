@@ -301,6 +301,8 @@ squad-official: $(VENV)/.installed minilm
 # TRANSFER_OFFICIAL keeps the runs, the pre-training under its pretraining/ (outside the checkout for runs that outlive
 # a working stretch, e.g. TRANSFER_OFFICIAL=/root/attnjax-runs/transfer_official).
 TRANSFER_OFFICIAL ?= runs/transfer_official
+# the page's records: the study's, and the BiLSTM reader of the same protocol (the transfer claim's LSTM baseline)
+TRANSFER_OFFICIAL_REPORT = results/transfer_official,results/squad_official/squad_v1_official/bilstm/single/default
 TRANSFER_OFFICIAL_READERS = bert_scratch_budget bert_from_wikipedia_mlm bert_from_task_text_mlm
 PRETRAINING_OFFICIAL ?= $(TRANSFER_OFFICIAL)/pretraining
 MLM_MINUTES ?= 240
@@ -312,7 +314,7 @@ transfer-official: $(ENCODERS)/wikipedia/attnjax_export.json $(ENCODERS)/task_te
 	  JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(TRANSFER_OFFICIAL) \
 	    --experiment=experiments/squad_v1_official/$$reader.py --split=validation,test; \
 	  JAX_PLATFORMS=cpu $(PY) -m launch.record --src=$(TRANSFER_OFFICIAL) --dst=results/transfer_official; \
-	  JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=results/transfer_official --out=docs/transfer_official_study; done
+	  JAX_PLATFORMS=cpu $(PY) -m attnjax.report --runs=$(TRANSFER_OFFICIAL_REPORT) --out=docs/transfer_official_study; done
 $(ENCODERS)/wikipedia/attnjax_export.json: | $(VENV)/.installed minilm
 	JAX_PLATFORMS=cpu $(PY) -m launch.launch --workdir_root=$(PRETRAINING_OFFICIAL) \
 	  --experiment=experiments/wikipedia/bert_mlm_budget.py --split=validation,test \
