@@ -297,6 +297,18 @@ def _relative(path: epath.Path, root: epath.Path) -> str:
   return text[len(base) + 1:] if text.startswith(base + "/") else text
 
 
+def _run_name(directory: epath.Path, root: fs.PathLike | None, launch: dict) -> str:
+  """The run's path under its ``--runs`` entry; a run given as its own entry keeps the launcher's name
+  (``<experiment>/<sweep>/<point>``, where its workdir ends so), not just its last directory."""
+  if root is None:
+    return directory.name
+  if str(directory).rstrip("/") == str(fs.path(root)).rstrip("/") and launch.get("experiment_name"):
+    name = f"{launch['experiment_name']}/{launch.get('sweep') or 'single'}/{launch.get('point') or 'default'}"
+    if str(directory).rstrip("/").endswith("/" + name):
+      return name
+  return _relative(directory, fs.path(root))
+
+
 def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: bool = True) -> dict[str, Any]:
   """One run's record (JSON-serialisable), as ``results.json`` lists it.
 
@@ -335,7 +347,7 @@ def read_run(workdir: fs.PathLike, root: fs.PathLike | None = None, *, curves: b
   if metrics_path is not None:
     split = (metrics or {}).get("split") or metrics_path.name[len("metrics."):-len(".json")]
   record = {
-      "run": _relative(directory, fs.path(root)) if root is not None else directory.name,
+      "run": _run_name(directory, root, launch),
       "workdir": str(directory),
       **{key: launch.get(key) for key in ("experiment", "experiment_name", "sweep", "point", "overrides", "target",
                                           "commit", "start", "end")},

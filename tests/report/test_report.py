@@ -277,6 +277,19 @@ def test_a_seed_run_inside_its_points_own_workdir_is_found(tmp_path):
       ("dropout0.1", "0, 1", "37.88", "37.50–38.25"), ("dropout0.3", "0", "36.50", "—")]
 
 
+def test_a_run_given_as_its_own_runs_entry_keeps_its_launcher_name(tmp_path):
+  # --runs=results/study,results/other/squad_v1_official/bilstm/single/default: the second run is named as the
+  # launcher named it, not by its last directory; a workdir the launcher did not lay out keeps its relative name
+  run = tmp_path / "other" / "squad_v1_official" / "bilstm" / "single" / "default"
+  _run(run, launch=_launch("squad_v1_official/bilstm"), config=_config("squad_v1_official", {"name": "bilstm"}),
+       metrics={"step": 30, "steps": [30], "examples": 10, "exact_match": 50.0, "f1": 60.0})
+  assert report.read_run(run, run, curves=False)["run"] == "squad_v1_official/bilstm/single/default"
+  assert report.read_run(run, tmp_path / "other", curves=False)["run"] == "squad_v1_official/bilstm/single/default"
+  elsewhere = tmp_path / "copied" / "bilstm_run"
+  shutil.copytree(run, elsewhere)
+  assert report.read_run(elsewhere, elsewhere, curves=False)["run"] == "bilstm_run"
+
+
 def test_points_that_ran_different_step_counts_are_compared_at_a_step_all_reached(tmp_path):
   # one wall-clock budget: heads8 ran 740 steps, heads16 only 569; both were evaluated at 500, heads1 at 250 and 500
   root, base = tmp_path / "runs", "multi30k/transformer"
