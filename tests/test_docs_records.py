@@ -328,6 +328,23 @@ def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
       f"from scratch ({_steps(budget_scratch['step'])} steps of {budget_scratch['config']['data']['batch_size']} "
       "windows)", f"{budget_scratch['scores']['exact_match']:.2f} / {budget_scratch['scores']['f1']:.2f}",
       f"{budget_scratch['config']['train']['time_limit_minutes']:.0f} min")
+  pretraining = _records("results/transfer_official/pretraining")
+  encoders = {"wikipedia": ("Wikipedia", "wikipedia/bert_mlm_budget"),
+              "task_text": ("SQuAD 1.1 train's paragraphs", "squad_v1_official/bert_mlm_task_text")}
+  for encoder, (corpus, mlm_run) in encoders.items():
+    readers = [r for r in transfer if str(r["config"]["train"].get("init_encoder_from", "")).endswith(
+        f"results/transfer_official/encoders/{encoder}")]
+    if not readers:  # that reader is not recorded yet
+      continue
+    reader, = readers
+    assert reader["metrics"]["examples"] == 10570 and reader["config"]["model"] == budget_scratch["config"]["model"]
+    mlm = _one(pretraining, run=f"{mlm_run}/single/default")
+    mlm_tokens = mlm["step"] * mlm["config"]["data"]["batch_size"] * mlm["config"]["data"]["seq_len"]
+    row(SQUAD_OFFICIAL, f"the same, from this project's masked LM on {corpus} "
+        f"({mlm['config']['train']['time_limit_minutes']:.0f} min, {mlm_tokens / 1e6:.1f}M tokens; "
+        f"{_steps(reader['step'])} steps of {reader['config']['data']['batch_size']} windows)",
+        f"{reader['scores']['exact_match']:.2f} / {reader['scores']['f1']:.2f}",
+        f"{reader['config']['train']['time_limit_minutes']:.0f} min")
 
   squad2 = _records("results/squad2")
 
@@ -361,7 +378,6 @@ def expected_rows() -> dict[tuple[str, str], tuple[str, str]]:
   from attnjax.report.scaling import non_embedding_params  # pylint: disable=g-import-not-at-top
   row(WIKIPEDIA, f"decoder-only LM, 4 × 192 ({non_embedding_params(lm['config']) / 1e6:.1f}M non-embedding params)",
       f"{lm['scores']['bits_per_byte']:.2f} / {lm['scores']['lm_loss']:.2f}", f"{lm['train_seconds'] / 60:.0f} min")
-  pretraining = _records("results/transfer_official/pretraining")
   for task, run in ((WIKIPEDIA_MLM, "wikipedia/bert_mlm_budget"),
                     (TASK_TEXT_MLM, "squad_v1_official/bert_mlm_task_text")):
     mlm = _one(pretraining, run=f"{run}/single/default")
